@@ -1,0 +1,21 @@
+"""The backend interface: where a candidate is checked and timed."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from engine.jobs import EvalJob, EvalResult
+from engine.problems import Problem
+
+BACKENDS = ("cuda", "cpu", "sim")
+
+
+class Backend(Protocol):
+    name: str  # "cuda" | "cpu" | "sim"
+    timings_meaningful: bool
+
+    def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
+        """Gate (when job.check) and time the candidate; never raises for a bad candidate."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,61 @@
+"""The generator interface: where candidates come from (offline expert rules or an LLM)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from engine.problems import Problem
+
+
+@dataclass
+class ParentInfo:
+    """What the search knows about a candidate being mutated."""
+
+    id: str
+    source: str
+    origin: str  # strategy name, "llm" or "user"
+    params: dict  # the template parameters it was rendered with ({} when unknown)
+    measurements: list[dict]  # per rung: {"rung", "speedup", "speedup_ci", "cv", "per_shape"}
+    diagnosis: dict | None  # engine.profiler diagnosis dict, when profiled
+
+
+@dataclass
+class GenerationRequest:
+    problem: Problem
+    kind: str  # "coarse": one candidate per applicable strategy; "mutate": children of `parent`
+    count: int  # how many proposals are wanted (at most)
+    rng: random.Random  # the session's random state: the only source of randomness allowed
+    parent: ParentInfo | None = None
+    failures: list[dict] = field(default_factory=list)  # {"id","reason","message"} seen before
+    slower_siblings: list[dict] = field(default_factory=list)  # {"id","speedup","source"}
+    known_sha256: frozenset[str] = frozenset()  # already generated or vetoed: do not repeat
+
+
+@dataclass
+class Proposal:
+    source: str
+    origin: str  # strategy name (offline) or "llm"
+    params: dict = field(default_factory=dict)
+    note: str = ""  # one line on why this candidate, shown in the TUI and the event log
+
+
+@dataclass
+class GenerationUsage:
+    """What generating cost, for the budget ledger."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    requests: int = 0
+
+
+class GeneratorError(Exception):
+    """Generation cannot start or continue; the message says what to do."""
+
+
+class Generator(Protocol):
+    name: str
+
+    def propose(self, request: GenerationRequest) -> tuple[list[Proposal], GenerationUsage]: ...

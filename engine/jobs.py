@@ -1,0 +1,109 @@
+"""Value objects that cross the boundary between the engine and an evaluation backend."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+# Activities that the budget ledger counts GPU-seconds for.
+ACTIVITIES = ("compile", "check", "time", "profile")
+
+
+def normalized_source(source: str) -> str:
+    """Source with trailing spaces and blank-line runs removed: duplicates hash the same."""
+    lines = [line.rstrip() for line in source.strip().splitlines()]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def source_sha256(source: str) -> str:
+    return hashlib.sha256(normalized_source(source).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RungSpec:
+    """How hard one rung of the ladder looks at a candidate."""
+
+    index: int
+    size_labels: tuple[str, ...]  # which of the problem's sizes to time
+    warmup: int  # untimed runs before timing, per shape
+    reps: int  # timed repetitions, per shape
+    input_sets: int = 3  # distinct input sets used in rotation
+    interleave: bool = True  # time the reference in the same call, alternating
+    profile: bool = False  # run Nsight Compute on one launch (cuda only)
+    check_seeds: int = 3  # fresh random seeds for the correctness check
+
+
+@dataclass(frozen=True)
+class EvalJob:
+    """Evaluate one candidate at one rung."""
+
+    candidate_id: str
+    source: str
+    rung: RungSpec
+    seed: int  # drives input generation and, on sim, the synthetic timings
+    check: bool = True  # run the correctness gate (always at the first evaluation)
+
+    @property
+    def sha256(self) -> str:
+        return source_sha256(self.source)
+
+
+@dataclass
+class Stats:
+    """Summary of timing samples in milliseconds."""
+
+    median: float
+    ci_low: float  # bootstrap 95% interval of the median
+    ci_high: float
+    cv: float  # coefficient of variation (std / mean)
+    iqr: float
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Stats:
+        return cls(**d)
+
+
+@dataclass
+class ShapeTiming:
+    size_label: str
+    samples_ms: list[float]
+    ref_samples_ms: list[float]
+    stats: Stats
+    ref_stats: Stats
+    speedup: float  # reference median / candidate median
+    speedup_ci: tuple[float, float]  # paired bootstrap 95% interval
+
+
+@dataclass
+class EvalResult:
+    """What a backend says about one candidate at one rung."""
+
+    passed: bool
+    reason: str | None = None  # stable rejection code (see engine.gate.reasons)
+    message: str = ""  # what went wrong and what to do, for people
+    error: float | None = None  # worst normalized error seen by the correctness check
+    tolerance: float | None = None
+    timings: list[ShapeTiming] = field(default_factory=list)
+    gpu_seconds: dict[str, float] = field(default_factory=dict)  # by activity
+    profile: dict | None = None  # diagnosis (engine.profiler), when the rung profiled
+    meaningful: bool = True  # False on the cpu backend: timings mean nothing there
+    precision: str = "fp32"  # what the kernel computed in (fp32, tf32, fp16, bf16)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> EvalResult:
+        d = dict(d)
+        d["timings"] = [
+            ShapeTiming(
+                **{
+                    **t,
+                    "stats": Stats.from_dict(t["stats"]),
+                    "ref_stats": Stats.from_dict(t["ref_stats"]),
+                    "speedup_ci": tuple(t["speedup_ci"]),
+                }
+            )
+            for t in d.get("timings", [])
+        ]
+        return cls(**d)

@@ -1,0 +1,140 @@
+"""Load a KernelBench-format problem file (or a built-in by name) with clear errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import traceback
+import uuid
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from engine.problems.problem import TIERS, Problem, Size
+from engine.problems.trace import trace_on_meta
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+
+
+class ProblemError(Exception):
+    """A problem file that cannot be used; the message says what is wrong and what to do."""
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def resolve_path(spec: str) -> tuple[Path, bool]:
+    """A built-in name or a path to a .py file."""
+    if spec in builtin_names():
+        return BUILTIN_DIR / f"{spec}.py", True
+    path = Path(spec)
+    if path.suffix == ".py" and path.is_file():
+        return path.resolve(), False
+    raise ProblemError(
+        f"no problem {spec!r}: give a built-in name ({', '.join(builtin_names())}) "
+        "or the path of a KernelBench-format .py file"
+    )
+
+
+def import_module_from(path: Path, what: str) -> ModuleType:
+    """Import a Python file under a unique module name; errors name the file and the cause."""
+    name = f"_kb_{what}_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ProblemError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:
+        raise ProblemError(
+            f"{path}: importing it raised {type(exc).__name__}: {exc}\n"
+            f"{traceback.format_exc(limit=-3)}"
+        ) from exc
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def call_with_size(fn, params: dict):
+    """Call get_inputs/get_init_inputs with the size parameters that it accepts."""
+    sig = inspect.signature(fn)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return fn(**params)
+    return fn(**{k: v for k, v in params.items() if k in sig.parameters})
+
+
+def read_sizes(module: ModuleType, path: Path) -> tuple[Size, ...]:
+    declared = getattr(module, "SIZES", None)
+    if declared is None:
+        return (Size("default", "full", {}),)
+    if not isinstance(declared, dict) or not set(declared) <= set(TIERS):
+        raise ProblemError(f"{path}: SIZES must be a dict with keys among {TIERS}")
+    sizes = []
+    for tier in TIERS:
+        for i, params in enumerate(declared.get(tier, [])):
+            label = tier if len(declared[tier]) == 1 else f"{tier}{i}"
+            sizes.append(Size(label, tier, dict(params)))
+    if not sizes:
+        raise ProblemError(f"{path}: SIZES declares no size")
+    return tuple(sizes)
+
+
+def check_symbols(module: ModuleType, path: Path) -> None:
+    for symbol in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, symbol):
+            raise ProblemError(
+                f"{path}: missing `{symbol}`; a KernelBench problem defines `class Model`, "
+                "`get_inputs()` and `get_init_inputs()`"
+            )
+    if not (inspect.isclass(module.Model) and issubclass(module.Model, torch.nn.Module)):
+        raise ProblemError(f"{path}: `Model` must be a subclass of torch.nn.Module")
+
+
+def inspect_size(module: ModuleType, path: Path, size: Size):
+    """Trace the reference on one size (meta device); returns (calls, output spec)."""
+    try:
+        calls, out = trace_on_meta(
+            module.Model,
+            lambda **p: call_with_size(module.get_init_inputs, p),
+            lambda **p: call_with_size(module.get_inputs, p),
+            size.params,
+        )
+    except Exception as exc:
+        raise ProblemError(
+            f"{path}: running the reference on size {size.label} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    outputs = out if isinstance(out, (tuple, list)) else [out]
+    if not outputs or not all(isinstance(o, torch.Tensor) for o in outputs):
+        kinds = ", ".join(type(o).__name__ for o in outputs) or "nothing"
+        raise ProblemError(
+            f"{path}: Model.forward must return a tensor or a tuple of tensors, not {kinds}"
+        )
+    return calls, [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs]
+
+
+def load_problem(spec: str) -> Problem:
+    path, builtin = resolve_path(spec)
+    module = import_module_from(path, "problem")
+    check_symbols(module, path)
+    sizes = read_sizes(module, path)
+    output_specs, calls = {}, {}
+    for size in sizes:
+        calls[size.label], output_specs[size.label] = inspect_size(module, path, size)
+    traced = dict.fromkeys(c.op for size_calls in calls.values() for c in size_calls)
+    replaces = list(getattr(module, "REPLACES", traced))
+    tolerance = getattr(module, "TOLERANCE", None)
+    return Problem(
+        name=path.stem,
+        path=path,
+        source=path.read_text(),
+        sizes=sizes,
+        tolerance=tolerance,
+        replaces=tuple(replaces),
+        output_specs=output_specs,
+        calls=calls,
+        builtin=builtin,
+    )

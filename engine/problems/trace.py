@@ -1,0 +1,111 @@
+"""Which PyTorch operators a reference computes with, found by running it on the meta device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+# Operators that only describe, view or allocate tensors: never "the operator being replaced".
+LAYOUT_OPS = frozenset(
+    """
+    view reshape contiguous permute transpose t unsqueeze squeeze expand expand_as flatten
+    unflatten size dim numel stride is_contiguous data_ptr element_size to cpu cuda float half
+    double type device dtype shape empty empty_like empty_strided new_empty zeros zeros_like
+    ones ones_like full full_like new_zeros new_ones new_full tensor as_tensor clone copy
+    detach requires_grad get set item tolist is_floating_point narrow select getitem setitem
+    len iter bool int chunk split unbind cat stack arange randn rand manual_seed as_strided
+    fill zero storage_offset untyped_storage layout is_cuda ndim nbytes itemsize
+    """.split()
+)
+
+# Names that compute the same thing: calling any member replaces the whole class.
+EQUIVALENT_OPS = (
+    frozenset("matmul mm bmm mv addmm addmv baddbmm linear einsum tensordot dot inner".split()),
+    frozenset("softmax log_softmax softmin".split()),
+    frozenset("conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d".split()),
+    frozenset("scaled_dot_product_attention multi_head_attention_forward".split()),
+    frozenset("relu threshold clamp_min hardtanh".split()),
+    frozenset("rms_norm layer_norm group_norm batch_norm instance_norm norm".split()),
+)
+
+DUNDER_OPS = {
+    "add": "add", "radd": "add", "sub": "sub", "rsub": "sub", "mul": "mul", "rmul": "mul",
+    "truediv": "div", "rtruediv": "div", "div": "div", "pow": "pow", "rpow": "pow",
+    "matmul": "matmul", "rmatmul": "matmul", "neg": "neg",
+}
+
+
+def canonical_op(func) -> str:
+    """`torch.softmax`, `Tensor.softmax`, `F.softmax`, `Tensor.__truediv__` -> a bare op name."""
+    name = getattr(func, "__name__", None) or str(func)
+    if name.startswith("__") and name.endswith("__"):
+        inner = name.strip("_")
+        if inner.startswith("i") and inner[1:] in DUNDER_OPS:
+            inner = inner[1:]
+        return DUNDER_OPS.get(inner, inner)
+    name = name.lstrip("_")
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    return name
+
+
+def expand_equivalents(ops) -> frozenset[str]:
+    """Add every operator that computes the same thing as one in `ops`."""
+    out = set(ops)
+    for group in EQUIVALENT_OPS:
+        if out & group:
+            out |= group
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One compute operator call: tensors as ("tensor", shape, dtype), other arguments as is."""
+
+    op: str
+    args: tuple
+    kwargs: dict
+
+
+def describe_arg(value):
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype).removeprefix("torch."))
+    if isinstance(value, (list, tuple)):
+        return type(value)(describe_arg(v) for v in value)
+    if isinstance(value, (int, float, bool, str, type(None))):
+        return value
+    return repr(value)
+
+
+class OperatorRecorder(TorchFunctionMode):
+    """Records every compute operator called while active, in call order."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[OpCall] = []
+
+    @property
+    def ops(self) -> list[str]:
+        """Distinct operator names, in order of first call."""
+        return list(dict.fromkeys(call.op for call in self.calls))
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        op = canonical_op(func)
+        if op not in LAYOUT_OPS:
+            self.calls.append(
+                OpCall(op, describe_arg(tuple(args)), {k: describe_arg(v) for k, v in kwargs.items()})
+            )
+        return func(*args, **kwargs)
+
+
+def trace_on_meta(model_cls, init_inputs_fn, inputs_fn, params: dict):
+    """Run the reference on meta tensors: no memory, no compute. Returns (calls, outputs)."""
+    with torch.device("meta"):
+        model = model_cls(*init_inputs_fn(**params))
+        inputs = inputs_fn(**params)
+        with OperatorRecorder() as recorder:
+            out = model(*inputs)
+    return recorder.calls, out

@@ -1,0 +1,70 @@
+"""The shape of the expert hint library: families that match problems, strategies with templates."""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+# The profiler's diagnosis tags (engine.profiler.diagnosis) that strategies say they address.
+SYMPTOMS = (
+    "memory-bound",  # DRAM throughput near its ceiling: only fewer bytes help
+    "cache-bound",  # memory pipes busy but DRAM low: L1/L2 traffic, re-reads
+    "uncoalesced",  # sectors per request far above ideal
+    "compute-bound",  # SM throughput near its ceiling
+    "under-utilised",  # neither memory nor compute near a ceiling
+    "few-waves",  # fewer than one wave of programs over the SMs
+    "occupancy-registers",  # occupancy limited by registers per thread
+    "occupancy-shared",  # occupancy limited by shared memory
+    "low-achieved-occupancy",  # achieved occupancy far below theoretical
+    "register-spills",  # local memory traffic from spilled registers
+    "stall-memory",  # top warp stall: waiting on memory (long scoreboard)
+    "stall-sync",  # top warp stall: barriers
+    "multi-pass",  # more bytes moved than the minimum (counted, not measured)
+)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A problem recognised as a member of a family, with the facts templates need."""
+
+    family: str
+    facts: dict  # e.g. {"op": "rmsnorm", "dim": 1, "eps": 1e-5}; plain values only
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    values: tuple  # legal values, in order (neighbourhoods step through this list)
+    default: object
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str  # unique, "family.move", e.g. "reduction.online_single_pass"
+    family: str
+    applies: str  # when it applies, in words (prompts and docs)
+    addresses: tuple[str, ...]  # SYMPTOMS it helps with
+    explanation: str  # a short paragraph written for prompts
+    template: str  # candidate source with $placeholders (string.Template)
+    params: tuple[Param, ...] = ()
+    applies_to: Callable[[Match], bool] = field(default=lambda match: True, compare=False)
+    # Extra $placeholders derived from the match (code snippets, constants); default: facts.
+    substitutions: Callable[[Match], dict] | None = field(default=None, compare=False)
+
+    def defaults(self) -> dict:
+        return {p.name: p.default for p in self.params}
+
+    def render(self, match: Match, params: dict | None = None) -> str:
+        values = {**match.facts, **self.defaults(), **(params or {})}
+        if self.substitutions is not None:
+            values.update(self.substitutions(match))
+        return string.Template(self.template).substitute(values)
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    description: str
+    match: Callable  # (engine.problems.Problem) -> Match | None, from the traced operator calls
+    strategies: tuple[Strategy, ...]

@@ -31,6 +31,7 @@ class GenerationRequest:
     failures: list[dict] = field(default_factory=list)  # {"id","reason","message"} seen before
     slower_siblings: list[dict] = field(default_factory=list)  # {"id","speedup","source"}
     known_sha256: frozenset[str] = frozenset()  # already generated or vetoed: do not repeat
+    replies: ReplyStore | None = None  # where the LLM generator keeps raw replies
 
 
 @dataclass
@@ -42,13 +43,25 @@ class Proposal:
 
 
 @dataclass
-class GenerationUsage:
-    """What generating cost, for the budget ledger."""
+class GenerationOutcome:
+    """What one `propose` call produced and cost (tokens and dollars go to the budget ledger)."""
 
+    proposals: list[Proposal] = field(default_factory=list)
+    rejections: list[dict] = field(default_factory=list)  # {"reason", "message"}: unrepairable
+    repairs: list[str] = field(default_factory=list)  # what the parser/repair step fixed
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
     requests: int = 0
+
+
+class ReplyStore(Protocol):
+    """Durable store of raw LLM replies, keyed by the prompt's hash: committed on `put`, so a
+    resumed run reuses a reply instead of asking (and paying) again."""
+
+    def get(self, prompt_sha256: str) -> dict | None: ...
+
+    def put(self, prompt_sha256: str, reply: dict) -> None: ...
 
 
 class GeneratorError(Exception):
@@ -58,4 +71,8 @@ class GeneratorError(Exception):
 class Generator(Protocol):
     name: str
 
-    def propose(self, request: GenerationRequest) -> tuple[list[Proposal], GenerationUsage]: ...
+    def preflight(self) -> None:
+        """Raise GeneratorError before any budget is spent if generation cannot work."""
+        ...
+
+    def propose(self, request: GenerationRequest) -> GenerationOutcome: ...

@@ -1,0 +1,129 @@
+"""The offline expert generator: the hint library's templates, no network, no key.
+
+Coarse round: every applicable strategy at its defaults. Mutations: first the moves that the
+parent's diagnosis calls for (another strategy that addresses its symptoms; smaller tiles for
+spills; more programs for too few waves), then random steps through the parent's parameter
+neighbourhood. Deterministic given the session's random state.
+"""
+
+from __future__ import annotations
+
+import hints
+from engine.generate.base import (
+    GenerationOutcome,
+    GenerationRequest,
+    GeneratorError,
+    Proposal,
+)
+from engine.jobs import source_sha256
+from hints.base import Match, Strategy
+
+# Diagnosis tags for which more, smaller programs help; and for which smaller tiles help.
+WANTS_MORE_PROGRAMS = {"few-waves", "under-utilised", "low-achieved-occupancy"}
+WANTS_SMALLER_TILES = {"register-spills", "occupancy-registers", "occupancy-shared"}
+TILE_PARAM_PREFIXES = ("BLOCK", "ROWS", "TILE", "GROUP")
+NEIGHBOUR_TRIES = 24  # random neighbourhood draws per request before giving up
+
+
+class OfflineGenerator:
+    name = "offline"
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.matches = hints.match_problem(problem)
+
+    def preflight(self) -> None:
+        if not self.matches:
+            raise GeneratorError(
+                f"no family of the hint library recognises problem {self.problem.name} "
+                f"(operators: {', '.join(self.problem.replaces)}); "
+                "use an LLM instead: --generator llm --model MODEL"
+            )
+
+    def strategies(self) -> list[tuple[Strategy, Match]]:
+        return [
+            (s, match)
+            for family, match in self.matches
+            for s in family.strategies
+            if s.applies_to(match)
+        ]
+
+    def propose(self, request: GenerationRequest) -> GenerationOutcome:
+        outcome = GenerationOutcome()
+        seen = set(request.known_sha256)
+        wanted = request.count or len(self.strategies())
+        for strategy, match, params, note in self.moves(request):
+            if len(outcome.proposals) >= wanted:
+                break
+            try:
+                source = strategy.render(match, params)
+            except (KeyError, ValueError) as exc:
+                outcome.rejections.append(
+                    {"reason": "template_error", "message": f"{strategy.name} {params}: {exc}"}
+                )
+                continue
+            sha = source_sha256(source)
+            if sha not in seen:
+                seen.add(sha)
+                outcome.proposals.append(Proposal(source, strategy.name, params, note))
+        return outcome
+
+    def moves(self, request: GenerationRequest):
+        """Candidate moves in order of preference: (strategy, match, params, note)."""
+        if request.kind == "coarse" or request.parent is None:
+            for strategy, match in self.strategies():
+                yield strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"
+            return
+        parent = request.parent
+        tags = set((parent.diagnosis or {}).get("tags", []))
+        own = self.find(parent.origin)
+        for strategy, match in self.strategies():
+            if strategy.name != parent.origin and tags & set(strategy.addresses):
+                why = ", ".join(sorted(tags & set(strategy.addresses)))
+                yield (
+                    strategy,
+                    match,
+                    strategy.defaults(),
+                    f"{parent.id} shows {why}: try {strategy.name}",
+                )
+        if own is None:
+            return
+        strategy, match = own
+        base = {**strategy.defaults(), **parent.params}
+        if tags & WANTS_SMALLER_TILES or tags & WANTS_MORE_PROGRAMS:
+            why = ", ".join(sorted(tags & (WANTS_SMALLER_TILES | WANTS_MORE_PROGRAMS)))
+            for param in strategy.params:
+                if param.name.upper().startswith(TILE_PARAM_PREFIXES):
+                    params = step(base, param, -1)
+                    if params:
+                        yield (
+                            strategy,
+                            match,
+                            params,
+                            f"{parent.id} shows {why}: smaller {param.name}",
+                        )
+        for _ in range(NEIGHBOUR_TRIES):
+            if not strategy.params:
+                return
+            param = request.rng.choice(strategy.params)
+            params = step(base, param, request.rng.choice((-1, 1)))
+            if params:
+                changed = f"{param.name} {base[param.name]} -> {params[param.name]}"
+                yield strategy, match, params, f"neighbour of {parent.id}: {changed}"
+
+    def find(self, origin: str) -> tuple[Strategy, Match] | None:
+        for strategy, match in self.strategies():
+            if strategy.name == origin:
+                return strategy, match
+        return None
+
+
+def step(params: dict, param, direction: int) -> dict | None:
+    """`params` with one parameter moved one legal value up or down; None at the edge."""
+    values = list(param.values)
+    current = params.get(param.name, param.default)
+    index = values.index(current) if current in values else values.index(param.default)
+    target = index + direction
+    if not 0 <= target < len(values):
+        return None
+    return {**params, param.name: values[target]}

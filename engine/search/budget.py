@@ -1,0 +1,128 @@
+"""Budgets (`30m`, `2h`, `600gpu-s`, `200evals`, `$5`) and the ledger of what a search spent."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from engine.jobs import ACTIVITIES
+
+LIMIT_KINDS = ("wall_seconds", "gpu_seconds", "evaluations", "llm_usd")
+
+_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
+_PATTERNS = (
+    (re.compile(r"^(\d+(?:\.\d+)?)\s*(gpu-s|gpu-sec|gpus)$"), "gpu_seconds"),
+    (re.compile(r"^(\d+)\s*evals?$"), "evaluations"),
+    (re.compile(r"^\$(\d+(?:\.\d+)?)$"), "llm_usd"),
+    (re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)$"), "wall_seconds"),
+)
+
+
+class BudgetError(ValueError):
+    pass
+
+
+def parse_budget_item(text: str) -> tuple[str, float]:
+    """One budget term, e.g. `30m` -> ("wall_seconds", 1800)."""
+    item = text.strip().lower()
+    for pattern, kind in _PATTERNS:
+        m = pattern.match(item)
+        if m:
+            value = float(m.group(1))
+            if kind == "wall_seconds":
+                value *= _UNITS[m.group(2)]
+            return kind, value
+    raise BudgetError(
+        f"cannot read budget {text!r}: use wall time (30m, 2h, 90s), GPU-seconds (600gpu-s), "
+        "evaluations (200evals) or LLM dollars ($5); several at once are separated by commas"
+    )
+
+
+def parse_budget(texts: list[str]) -> dict[str, float]:
+    limits: dict[str, float] = {}
+    for text in texts:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            kind, value = parse_budget_item(part)
+            limits[kind] = value
+    return limits
+
+
+def parse_budget_increase(text: str) -> tuple[str, float]:
+    """`+10m`, `+100evals`: how much to add to one limit."""
+    if not text.startswith("+"):
+        raise BudgetError(f"budget increase {text!r} must start with '+', e.g. +10m or +50evals")
+    return parse_budget_item(text[1:])
+
+
+@dataclass
+class Ledger:
+    """What the search has spent. Every figure is recomputable from stored evaluations."""
+
+    gpu_seconds_by_rung: dict[str, float] = field(default_factory=dict)
+    gpu_seconds_by_activity: dict[str, float] = field(
+        default_factory=lambda: {a: 0.0 for a in ACTIVITIES}
+    )
+    gpu_seconds_by_candidate: dict[str, float] = field(default_factory=dict)
+    llm_tokens_in: int = 0
+    llm_tokens_out: int = 0
+    llm_cost_usd: float = 0.0
+    llm_requests: int = 0
+    wall_seconds: float = 0.0
+    evaluations: int = 0
+
+    @property
+    def gpu_seconds(self) -> float:
+        return sum(self.gpu_seconds_by_activity.values())
+
+    def charge_evaluation(self, candidate_id: str, rung: int, by_activity: dict[str, float]):
+        spent = sum(by_activity.values())
+        key = str(rung)
+        self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
+        for activity, seconds in by_activity.items():
+            self.gpu_seconds_by_activity[activity] = (
+                self.gpu_seconds_by_activity.get(activity, 0.0) + seconds
+            )
+        self.gpu_seconds_by_candidate[candidate_id] = (
+            self.gpu_seconds_by_candidate.get(candidate_id, 0.0) + spent
+        )
+        self.evaluations += 1
+
+    def charge_generation(self, tokens_in: int, tokens_out: int, cost_usd: float, requests: int):
+        self.llm_tokens_in += tokens_in
+        self.llm_tokens_out += tokens_out
+        self.llm_cost_usd += cost_usd
+        self.llm_requests += requests
+
+    def spent(self, kind: str) -> float:
+        return {
+            "wall_seconds": self.wall_seconds,
+            "gpu_seconds": self.gpu_seconds,
+            "evaluations": self.evaluations,
+            "llm_usd": self.llm_cost_usd,
+        }[kind]
+
+    def exhausted(self, limits: dict[str, float]) -> str | None:
+        """The first limit spent, or None."""
+        for kind in LIMIT_KINDS:
+            if kind in limits and self.spent(kind) >= limits[kind]:
+                return kind
+        return None
+
+    def left(self, limits: dict[str, float]) -> dict[str, float | None]:
+        return {
+            kind: (max(0.0, limits[kind] - self.spent(kind)) if kind in limits else None)
+            for kind in LIMIT_KINDS
+        }
+
+    def top_rung_share(self, top_rung_ids: set[str]) -> float:
+        total = self.gpu_seconds
+        if total <= 0:
+            return 0.0
+        return sum(self.gpu_seconds_by_candidate.get(c, 0.0) for c in top_rung_ids) / total
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Ledger:
+        return cls(**d)

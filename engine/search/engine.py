@@ -1,0 +1,385 @@
+"""The search loop: pop, gate, benchmark, score, promote or prune, mutate; one checkpoint a step.
+
+Every decision is a function of the stored state (population, queue, ledger, random state), so a
+run killed at any moment and resumed continues exactly as if it had never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+
+from engine.backends.base import Backend
+from engine.generate.base import GenerationRequest, Generator, ParentInfo
+from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
+from engine.problems import Problem
+from engine.search import report, scheduler
+from engine.search.budget import Ledger
+from engine.search.commands import apply_command
+from engine.search.population import Candidate, RungResult
+from engine.search.score import score, speedup_summary
+from engine.session import publish
+from engine.session.lock import EngineLock
+from engine.session.store import ReplyTable, StepWrite, Store
+from engine.session_files import SessionPaths
+
+CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a rung
+MAX_FRUITLESS_ROUNDS = 3  # generation rounds that yield nothing new before the search ends
+PAUSE_POLL_SECONDS = 0.2
+
+
+@dataclass
+class SearchState:
+    """The scheduler's own state, stored as one JSON blob each step."""
+
+    step: int = 0
+    next_seq: int = 1
+    event_seq: int = 0
+    queue: list[str] = field(default_factory=list)  # rung-0 candidates, in order
+    inflight: list | None = None  # [candidate id, rung] of the evaluation whose intent is stored
+    coarse_done: bool = False
+    fruitless_rounds: int = 0
+    state: str = "running"  # running | paused | finished | stopped
+    stop_reason: str | None = None
+    progress: list = field(default_factory=list)  # [gpu_seconds, best speedup] when best improves
+
+
+class Engine:
+    def __init__(
+        self,
+        paths: SessionPaths,
+        store: Store,
+        problem: Problem,
+        backend: Backend,
+        generator: Generator,
+        ladder: list[RungSpec],
+        meta: dict,
+    ):
+        self.paths = paths
+        self.store = store
+        self.problem = problem
+        self.backend = backend
+        self.generator = generator
+        self.ladder = ladder
+        self.meta = meta
+        saved = store.state()
+        self.search = SearchState(**saved.get("search", {}))
+        self.ledger = Ledger.from_dict(saved["ledger"]) if "ledger" in saved else Ledger()
+        self.limits: dict = saved.get("limits", meta.get("limits", {}))
+        self.rng = random.Random()
+        if "rng" in saved:
+            version, internal, gauss = saved["rng"]
+            self.rng.setstate((version, tuple(internal), gauss))
+        else:
+            self.rng.seed(meta["seed"])
+        self.population: list[Candidate] = store.candidates()
+        self.by_id = {c.id: c for c in self.population}
+        self.known_sha = {c.sha256 for c in self.population}
+        self.applied_commands = store.command_ids()
+        self._clock = time.monotonic()
+
+    @property
+    def top_rung(self) -> int:
+        return len(self.ladder) - 1
+
+    # -- events, state -------------------------------------------------------------------------
+
+    def event(self, write: StepWrite, kind: str, message: str, candidate=None, command=None):
+        write.events.append(
+            {
+                "seq": self.search.event_seq,
+                "ts": time.time(),
+                "step": self.search.step,
+                "kind": kind,
+                "message": message,
+                "candidate": candidate,
+                "command": command,
+            }
+        )
+        self.search.event_seq += 1
+
+    def _tick_wall_clock(self) -> None:
+        now = time.monotonic()
+        self.ledger.wall_seconds += now - self._clock
+        self._clock = now
+
+    def commit(self, write: StepWrite) -> None:
+        self._tick_wall_clock()
+        write.state.update(
+            search=self.search.__dict__,
+            ledger=self.ledger.to_dict(),
+            limits=self.limits,
+            rng=list(self.rng.getstate()),
+        )
+        self.store.commit(write)
+        publish.append_events(self.paths, write.events)
+        for c in {c.id: c for c in write.candidates}.values():
+            publish.write_candidate_detail(self.paths, c, self.store.evaluations(c.id))
+
+    # -- generation ------------------------------------------------------------------------------
+
+    def parent_info(self, c: Candidate) -> ParentInfo:
+        measurements = [
+            {"rung": r, "speedup": res.speedup, "speedup_ci": [res.low, res.high], "cv": res.cv}
+            for r, res in sorted(c.results.items())
+        ]
+        return ParentInfo(c.id, c.source, c.origin, c.params, measurements, c.profile)
+
+    def generate(self, write: StepWrite, kind: str, parent: Candidate | None, count: int) -> int:
+        """Ask the generator, store what is new, queue it at rung 0; returns how many."""
+        failures = [
+            {"id": c.id, "reason": c.reason, "message": c.message}
+            for c in self.population[-50:]
+            if c.status == "rejected"
+        ]
+        siblings = []
+        if parent is not None:
+            siblings = [
+                {"id": c.id, "speedup": c.best_result.speedup, "source": c.source}
+                for c in self.population
+                if c.parent == parent.id
+                and c.best_result
+                and parent.best_result
+                and c.best_result.speedup < parent.best_result.speedup
+            ][-3:]
+        request = GenerationRequest(
+            problem=self.problem,
+            kind=kind,
+            count=count,
+            rng=self.rng,
+            parent=self.parent_info(parent) if parent else None,
+            failures=failures,
+            slower_siblings=siblings,
+            known_sha256=frozenset(self.known_sha),
+            replies=ReplyTable(self.store),
+        )
+        outcome = self.generator.propose(request)
+        self.ledger.charge_generation(
+            outcome.tokens_in, outcome.tokens_out, outcome.cost_usd, outcome.requests
+        )
+        for rejection in outcome.rejections:
+            self.event(
+                write, "generation_rejected", f"{rejection['reason']}: {rejection['message']}"
+            )
+        added = 0
+        for proposal in outcome.proposals:
+            sha = source_sha256(proposal.source)
+            if sha in self.known_sha:
+                continue
+            seq = self.search.next_seq
+            self.search.next_seq += 1
+            c = Candidate(
+                id=f"c{seq:04d}",
+                seq=seq,
+                sha256=sha,
+                parent=parent.id if parent else None,
+                origin=proposal.origin,
+                params=proposal.params,
+                note=proposal.note,
+                source=proposal.source,
+                created_step=self.search.step,
+            )
+            self.population.append(c)
+            self.by_id[c.id] = c
+            self.known_sha.add(sha)
+            self.search.queue.append(c.id)
+            write.candidates.append(c)
+            self.event(write, "generated", f"{c.id} from {c.origin}: {c.note}", candidate=c.id)
+            added += 1
+        return added
+
+    # -- scheduling -------------------------------------------------------------------------------
+
+    def next_job(self, write: StepWrite) -> tuple[Candidate, int] | None:
+        if self.search.inflight:
+            cid, rung = self.search.inflight
+            if not self.by_id[cid].vetoed:
+                return self.by_id[cid], rung
+            self.search.inflight = None
+        promotion = scheduler.next_promotion(self.population, self.top_rung)
+        if promotion:
+            c, rung = promotion
+            c.promoted_from.append(c.rung)
+            self.event(write, "promoted", f"{c.id} climbs to rung {rung}", candidate=c.id)
+            self.generate(write, "mutate", c, CHILDREN_PER_PROMOTION)
+            return c, rung
+        while not self.search.queue:
+            if not self.search.coarse_done:
+                self.search.coarse_done = True
+                if self.generate(write, "coarse", None, count=0) == 0:
+                    return None
+                continue
+            best = self.best()
+            if best is None or self.search.fruitless_rounds >= MAX_FRUITLESS_ROUNDS:
+                return None
+            if self.generate(write, "mutate", best, CHILDREN_PER_PROMOTION) == 0:
+                self.search.fruitless_rounds += 1
+            else:
+                self.search.fruitless_rounds = 0
+        cid = self.search.queue.pop(0)
+        return self.by_id[cid], 0
+
+    def best(self) -> Candidate | None:
+        scored = [c for c in self.population if c.score is not None and not c.vetoed]
+        return max(scored, key=lambda c: (c.score, -c.seq)) if scored else None
+
+    def stop_reason(self) -> str | None:
+        spent = self.ledger.exhausted(self.limits)
+        if spent:
+            return f"budget spent: {spent}"
+        target = self.limits.get("target_speedup")
+        confirmed = [c for c in self.population if self.top_rung in c.results]
+        if target and any(c.results[self.top_rung].speedup >= target for c in confirmed):
+            return f"target speedup {target}x reached"
+        return None
+
+    # -- evaluation ---------------------------------------------------------------------------------
+
+    def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult):
+        self.search.inflight = None
+        self.ledger.charge_evaluation(c.id, rung, result.gpu_seconds)
+        write.evaluations.append((c.id, rung, self.search.step, result.passed, result.to_dict()))
+        write.candidates.append(c)
+        c.rung = rung
+        if result.error is not None:
+            c.error = result.error
+        c.precision = result.precision
+        if not result.passed:
+            c.status, c.reason, c.message = "rejected", result.reason, result.message
+            self.event(write, "rejected", f"{c.id}: {result.reason}: {result.message}", c.id)
+            return
+        speedup, low, high, cv = speedup_summary(result)
+        samples = sum(len(t.samples_ms) for t in result.timings)
+        c.results[rung] = RungResult(score(result, rung), speedup, low, high, cv, samples)
+        c.status = "done" if rung == self.top_rung else "alive"
+        if result.profile is not None:
+            c.profile = result.profile
+        self.event(
+            write,
+            "evaluated",
+            f"{c.id} at rung {rung}: {speedup:.3f}x [{low:.3f}, {high:.3f}], cv {cv:.3f}",
+            c.id,
+        )
+        self.prune(write, rung)
+        best = self.best()
+        if best is not None:
+            top = best.best_result.speedup
+            if not self.search.progress or self.search.progress[-1][1] != top:
+                self.search.progress.append([round(self.ledger.gpu_seconds, 6), top])
+
+    def prune(self, write: StepWrite, rung: int) -> None:
+        for p in scheduler.prunable(self.population, rung):
+            p.status = "pruned"
+            write.candidates.append(p)
+            self.event(write, "pruned", f"{p.id} is confidently below rung {rung}'s cutoff", p.id)
+
+    def evaluate(self, c: Candidate, rung: int) -> EvalResult:
+        job = EvalJob(
+            candidate_id=c.id,
+            source=c.source,
+            rung=self.ladder[rung],
+            seed=self.meta["seed"] * 1_000_003 + c.seq * 101 + rung,
+            check=not c.results,
+        )
+        return self.backend.evaluate(self.problem, job)
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    def apply_inbox(self, write: StepWrite) -> None:
+        files = sorted(self.paths.inbox.glob("*.json")) if self.paths.inbox.exists() else []
+        for path in files:
+            command = json.loads(path.read_text())
+            if command["id"] not in self.applied_commands:
+                status, message, changed = apply_command(self, command)
+                if changed is not None:
+                    write.candidates.append(changed)
+                record = {
+                    **command,
+                    "applied_at": time.time(),
+                    "step": self.search.step,
+                    "status": status,
+                    "message": message,
+                }
+                write.commands.append(record)
+                self.applied_commands.add(command["id"])
+                kind = "command_applied" if status == "applied" else "command_rejected"
+                self.event(write, kind, message, command.get("candidate"), command["id"])
+        self._consumed_inbox = files
+
+    def step(self) -> bool:
+        """One step; False when the search is over."""
+        write = StepWrite()
+        self.apply_inbox(write)
+        if self.search.state == "paused":
+            if write.commands:
+                self.commit(write)
+                self.after_commit()
+            time.sleep(PAUSE_POLL_SECONDS)
+            self._tick_wall_clock()
+            return True
+        reason = None if self.search.state == "stopped" else self.stop_reason()
+        job = None
+        if self.search.state == "running" and reason is None:
+            job = self.next_job(write)
+            reason = None if job else "search space exhausted"
+        if job is None:
+            self.finish(write, reason)
+            return False
+        c, rung = job
+        self.search.inflight = [c.id, rung]
+        c.status = "evaluating"
+        write.candidates.append(c)
+        self.commit(write)  # the intent, with what was generated and applied this step
+        self.after_commit()
+        write = StepWrite()
+        self.record_result(write, c, rung, self.evaluate(c, rung))
+        self.search.step += 1
+        self.commit(write)
+        self.after_commit()
+        return True
+
+    def finish(self, write: StepWrite, reason: str | None) -> None:
+        if self.search.state != "stopped":
+            self.search.state = "finished"
+        self.search.stop_reason = reason or self.search.stop_reason
+        self.event(
+            write, self.search.state, f"search {self.search.state}: {self.search.stop_reason}"
+        )
+        self.commit(write)
+        self.after_commit()
+
+    def after_commit(self) -> None:
+        for path in getattr(self, "_consumed_inbox", []):
+            path.unlink(missing_ok=True)
+        self._consumed_inbox = []
+        self.lock.heartbeat()
+        publish.write_snapshot(self.paths, self.snapshot())
+
+    def run(self, on_step=None) -> str:
+        self.lock = EngineLock(self.paths)
+        stale = self.lock.acquire()
+        try:
+            publish.rewrite_events(self.paths, self.store.events())
+            self.paths.reference.write_text(self.problem.source)
+            write = StepWrite()
+            if self.search.state in ("finished", "stopped") and self.stop_reason() is None:
+                self.search.state = "running"
+            kind = "resumed" if self.search.step or self.population else "started"
+            note = " (took over the lock of a killed engine)" if stale else ""
+            self.event(write, kind, f"engine {kind} on {self.backend.name}{note}")
+            self.commit(write)
+            self.after_commit()
+            while self.step():
+                if on_step:
+                    on_step(self)
+        finally:
+            self.lock.release()
+        return self.search.state
+
+    def snapshot(self) -> dict:
+        return report.snapshot(self)
+
+    def commands(self) -> list[dict]:
+        return self.store.commands()

@@ -1,0 +1,71 @@
+"""The population of candidates as the scheduler sees it: one record per candidate."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# queued: waiting for rung 0 | evaluating: an intent is recorded | alive: measured, waiting for a
+# decision | pruned: confidently worse than its rung's cutoff | rejected: failed the gate |
+# done: confirmed at the top rung | vetoed: removed by the user
+STATUSES = ("queued", "evaluating", "alive", "pruned", "rejected", "done", "vetoed")
+
+
+@dataclass
+class RungResult:
+    """A candidate's summary at one rung (the raw samples live in the evaluations table)."""
+
+    score: float
+    speedup: float
+    low: float  # speedup interval (geometric mean of the per-shape 95% intervals)
+    high: float
+    cv: float
+    samples: int
+
+
+@dataclass
+class Candidate:
+    id: str
+    seq: int
+    sha256: str
+    parent: str | None
+    origin: str
+    params: dict
+    note: str
+    source: str
+    created_step: int
+    rung: int = 0  # the rung it waits for, or was last measured at
+    status: str = "queued"
+    results: dict[int, RungResult] = field(default_factory=dict)
+    promoted_from: list[int] = field(default_factory=list)  # rungs it has left upwards
+    mutated: bool = False  # the generator has been asked for its children
+    pinned: bool = False
+    vetoed: bool = False
+    reason: str | None = None
+    message: str = ""
+    error: float | None = None
+    precision: str | None = None
+    profile: dict | None = None
+
+    @property
+    def best_result(self) -> RungResult | None:
+        return self.results[max(self.results)] if self.results else None
+
+    @property
+    def score(self) -> float | None:
+        best = self.best_result
+        return best.score if best else None
+
+    @property
+    def samples(self) -> int:
+        return sum(r.samples for r in self.results.values())
+
+    def to_row(self) -> dict:
+        row = asdict(self)
+        row["results"] = {str(k): asdict(v) for k, v in self.results.items()}
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> Candidate:
+        row = dict(row)
+        row["results"] = {int(k): RungResult(**v) for k, v in row["results"].items()}
+        return cls(**row)

@@ -1,0 +1,90 @@
+"""The session as clients see it: the snapshot published each step and `show --json`."""
+
+from __future__ import annotations
+
+from engine.search import scheduler
+from engine.session.publish import candidate_row, snapshot_rows
+
+
+def ledger_summary(engine_like) -> dict:
+    ledger = engine_like.ledger
+    top = {c.id for c in engine_like.population if engine_like.top_rung in c.results}
+    return {
+        "gpu_seconds": round(ledger.gpu_seconds, 6),
+        "gpu_seconds_by_rung": {
+            k: round(v, 6) for k, v in sorted(ledger.gpu_seconds_by_rung.items())
+        },
+        "gpu_seconds_by_activity": {
+            k: round(v, 6) for k, v in ledger.gpu_seconds_by_activity.items()
+        },
+        "llm_tokens_in": ledger.llm_tokens_in,
+        "llm_tokens_out": ledger.llm_tokens_out,
+        "llm_cost_usd": round(ledger.llm_cost_usd, 6),
+        "wall_seconds": round(ledger.wall_seconds, 3),
+        "evaluations": ledger.evaluations,
+        "top_rung_share": round(ledger.top_rung_share(top), 6),
+    }
+
+
+def best_summary(engine_like) -> dict | None:
+    best = engine_like.best()
+    if best is None:
+        return None
+    r = best.best_result
+    return {
+        "id": best.id,
+        "speedup": round(r.speedup, 6),
+        "speedup_ci": [round(r.low, 6), round(r.high, 6)],
+        "rung": max(best.results),
+    }
+
+
+def rung_summary(engine_like) -> list[dict]:
+    out = []
+    for spec in engine_like.ladder:
+        measured = scheduler.measured_at(engine_like.population, spec.index)
+        out.append(
+            {
+                "index": spec.index,
+                "sizes": list(spec.size_labels),
+                "reps": spec.reps,
+                "profile": spec.profile,
+                "measured": len(measured),
+                "promoted": sum(1 for c in measured if spec.index in c.promoted_from),
+            }
+        )
+    return out
+
+
+def budget_summary(engine_like) -> dict:
+    limits = dict(engine_like.limits)
+    return {"limits": limits, "left": engine_like.ledger.left(limits)}
+
+
+def snapshot(engine_like, all_rows: bool = False) -> dict:
+    search = engine_like.search
+    rows = (
+        engine_like.population if all_rows else snapshot_rows(engine_like.population, search.queue)
+    )
+    meta = engine_like.meta
+    return {
+        "session": engine_like.paths.name,
+        "problem": meta["problem"],
+        "backend": meta["backend"],
+        "generator": meta["generator"],
+        "state": search.state,
+        "stop_reason": search.stop_reason,
+        "engine_pid": meta.get("engine_pid"),
+        "step": search.step,
+        "seed": meta["seed"],
+        "timings_meaningful": meta["backend"] != "cpu",
+        "best": best_summary(engine_like),
+        "budget": budget_summary(engine_like),
+        "ledger": ledger_summary(engine_like),
+        "progress": search.progress,
+        "rungs": rung_summary(engine_like),
+        "candidates_total": len(engine_like.population),
+        "candidates": [candidate_row(c) for c in rows],
+        "queue": list(search.queue),
+        "commands": engine_like.commands(),
+    }

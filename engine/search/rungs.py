@@ -1,0 +1,43 @@
+"""The default ladder of fidelity rungs.
+
+rung 0  screen:  the smallest full size, 3 warm-ups, 10 repetitions, 2 input sets. Cheap enough
+                 to look at every candidate; the reference is timed interleaved so the speedup
+                 is measured in the same conditions.
+rung 1  compare: every full size, 30 repetitions, 3 input sets, and one Nsight Compute profile
+                 (on the largest size) whose diagnosis guides the mutations of the survivors.
+rung 2  confirm: every full size, 100 repetitions, 4 input sets. Only the best reach it; its
+                 numbers are the ones a result reports.
+
+On the cpu backend the sizes are the problem's tiny ones (timings there mean nothing and are
+labelled so) and the repetitions are cut, since the interpreter is slow.
+"""
+
+from __future__ import annotations
+
+import math
+
+from engine.jobs import RungSpec
+from engine.problems import Problem
+
+
+def element_count(params: dict) -> int:
+    return math.prod(v for v in params.values() if isinstance(v, int)) or 1
+
+
+def default_ladder(problem: Problem, backend: str) -> list[RungSpec]:
+    sizes = problem.tier("tiny") if backend == "cpu" else problem.full
+    if not sizes:
+        sizes = list(problem.sizes)
+    labels = tuple(s.label for s in sizes)
+    smallest = min(sizes, key=lambda s: element_count(s.params)).label
+    if backend == "cpu":
+        return [
+            RungSpec(0, (smallest,), warmup=1, reps=3, input_sets=1),
+            RungSpec(1, labels, warmup=1, reps=5, input_sets=2, profile=True),
+            RungSpec(2, labels, warmup=1, reps=8, input_sets=2),
+        ]
+    return [
+        RungSpec(0, (smallest,), warmup=3, reps=10, input_sets=2),
+        RungSpec(1, labels, warmup=5, reps=30, input_sets=3, profile=True),
+        RungSpec(2, labels, warmup=10, reps=100, input_sets=4),
+    ]

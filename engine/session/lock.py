@@ -1,0 +1,65 @@
+"""One engine per session: an exclusive flock on `engine.lock`, released by the kernel when the
+engine dies, so a lock left by a killed engine is stale by construction and simply taken over."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+
+from engine.session_files import SessionPaths
+
+
+class SessionBusy(Exception):
+    pass
+
+
+class EngineLock:
+    def __init__(self, paths: SessionPaths):
+        self.paths = paths
+        self.fd: int | None = None
+        self.started_at = time.time()
+
+    def acquire(self) -> bool:
+        """Take the lock; returns True when a stale lock of a killed engine was taken over."""
+        fd = os.open(self.paths.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = self._read() or {}
+            raise SessionBusy(
+                f"session {self.paths.name} is already run by engine pid {holder.get('pid', '?')} "
+                f"on {holder.get('host', '?')}: attach to it (kernelbrain attach {self.paths.name}) "
+                f"or stop it first (kernelbrain stop {self.paths.name})"
+            ) from None
+        stale = bool(self._read())
+        self.fd = fd
+        self.heartbeat()
+        return stale
+
+    def _read(self) -> dict | None:
+        try:
+            text = self.paths.lock.read_text()
+            return json.loads(text) if text.strip() else None
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def heartbeat(self) -> None:
+        data = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started_at": self.started_at,
+            "heartbeat": time.time(),
+        }
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(data).encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None

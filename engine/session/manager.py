@@ -1,0 +1,101 @@
+"""Create, resume and inspect sessions: the engine's side of `kernelbrain run/resume/show`."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict
+
+from engine.jobs import RungSpec
+from engine.search.engine import Engine
+from engine.session.store import Store, StoreError
+from engine.session_files import SessionPaths, sessions_root
+
+
+def session_paths(name: str, sessions_dir: str | None = None) -> SessionPaths:
+    return SessionPaths(sessions_root(sessions_dir) / name)
+
+
+def existing_session(name: str, sessions_dir: str | None = None) -> SessionPaths:
+    paths = session_paths(name, sessions_dir)
+    if not paths.database.exists():
+        raise StoreError(
+            f"no session {name!r} under {paths.root.parent}/: list them with `kernelbrain ls`"
+            " (or point --sessions-dir / KERNELBRAIN_SESSIONS at the right folder)"
+        )
+    return paths
+
+
+def make_generator(meta: dict, problem):
+    if meta["generator"] == "offline":
+        from engine.generate.offline import OfflineGenerator
+
+        return OfflineGenerator(problem)
+    from engine.generate.llm import LLMGenerator
+
+    return LLMGenerator(meta["model"], api_base=meta.get("api_base"))
+
+
+def create_session(
+    paths: SessionPaths,
+    problem_spec: str,
+    backend_name: str,
+    generator: str,
+    seed: int,
+    limits: dict,
+    model: str | None = None,
+    api_base: str | None = None,
+) -> None:
+    """Check everything that can fail before any budget is spent, then write the new session."""
+    from engine.backends import resolve_backend
+    from engine.problems import load_problem
+    from engine.search.rungs import default_ladder
+
+    problem = load_problem(problem_spec)
+    backend_name = resolve_backend(backend_name)
+    meta = {
+        "session": paths.name,
+        "problem": problem.name,
+        "problem_path": str(problem.path),
+        "backend": backend_name,
+        "generator": generator,
+        "model": model,
+        "api_base": api_base,
+        "seed": seed,
+        "limits": limits,
+        "ladder": [asdict(r) for r in default_ladder(problem, backend_name)],
+        "created_at": time.time(),
+    }
+    gen = make_generator(meta, problem)
+    gen.preflight()
+    if paths.database.exists():
+        raise StoreError(
+            f"session {paths.name} exists already: `kernelbrain resume {paths.name}`, "
+            "or choose another --session name"
+        )
+    paths.root.mkdir(parents=True, exist_ok=True)
+    Store.create(paths.database, meta).close()
+
+
+def ladder_of(meta: dict) -> list[RungSpec]:
+    return [RungSpec(**{**r, "size_labels": tuple(r["size_labels"])}) for r in meta["ladder"]]
+
+
+def resume_session(paths: SessionPaths) -> Engine:
+    from engine.backends import make_backend
+    from engine.problems import load_problem
+
+    store = Store(paths.database)
+    meta = store.meta()
+    problem = load_problem(meta["problem_path"])
+    gen = make_generator(meta, problem)
+    gen.preflight()
+    meta["engine_pid"] = os.getpid()
+    return Engine(paths, store, problem, make_backend(meta["backend"]), gen, ladder_of(meta), meta)
+
+
+def open_view(paths: SessionPaths) -> Engine:
+    """A read-only engine over a stopped session, for show/export/ls (no backend, no generator)."""
+    store = Store(paths.database, read_only=True)
+    meta = store.meta()
+    return Engine(paths, store, None, None, None, ladder_of(meta), meta)

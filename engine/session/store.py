@@ -1,0 +1,226 @@
+"""The session's DuckDB file: every step commits one transaction holding all that is needed to
+continue. Only the engine that holds the session lock opens it for writing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from engine.search.population import Candidate
+
+SCHEMA_VERSION = 1
+SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
+
+
+class StoreError(Exception):
+    """The session file cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class StepWrite:
+    """Everything one step changes, written in one transaction."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    evaluations: list[tuple[str, int, int, bool, dict]] = field(default_factory=list)
+    state: dict[str, object] = field(default_factory=dict)
+    commands: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise StoreError(
+                f"{path} is in use by another process ({text.splitlines()[0]}); "
+                "stop that engine (kernelbrain stop) or wait for it to finish"
+            ) from exc
+        raise StoreError(f"cannot open {path}: {text}") from exc
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"{path} is not a readable KernelBrain session ({exc}); it may be corrupt: "
+            "start a new session, or move the file away"
+        ) from exc
+
+
+class Store:
+    def __init__(self, path: Path, read_only: bool = False):
+        self.path = path
+        self.db = _connect(path, read_only)
+        self._check_schema()
+
+    @classmethod
+    def create(cls, path: Path, meta: dict) -> Store:
+        if path.exists():
+            raise StoreError(f"{path} exists already: resume that session or choose another name")
+        db = _connect(path, read_only=False)
+        try:
+            db.execute("BEGIN")
+            db.execute(SCHEMA)
+            rows = {**meta, "schema_version": SCHEMA_VERSION}
+            db.executemany(
+                "INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in rows.items()]
+            )
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        return cls(path)
+
+    def _check_schema(self) -> None:
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.Error as exc:
+            self.db.close()
+            raise StoreError(f"{self.path} is not a KernelBrain session file ({exc})") from exc
+        version = json.loads(row[0]) if row else None
+        if version != SCHEMA_VERSION:
+            self.db.close()
+            raise StoreError(
+                f"{self.path} has session schema version {version}, this KernelBrain reads "
+                f"version {SCHEMA_VERSION}: open it with the KernelBrain that made it, "
+                "or start a new session"
+            )
+
+    def close(self) -> None:
+        self.db.close()
+
+    # reads
+    def meta(self) -> dict:
+        return {
+            k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta").fetchall()
+        }
+
+    def state(self) -> dict:
+        return {
+            k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM state").fetchall()
+        }
+
+    def candidates(self) -> list[Candidate]:
+        rows = self.db.execute("SELECT record FROM candidates ORDER BY seq").fetchall()
+        return [Candidate.from_row(json.loads(r[0])) for r in rows]
+
+    def evaluations(self, candidate_id: str) -> list[dict]:
+        rows = self.db.execute(
+            "SELECT result FROM evaluations WHERE candidate = ? ORDER BY step", [candidate_id]
+        ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def commands(self) -> list[dict]:
+        cols = (
+            "id",
+            "command",
+            "candidate",
+            "amount",
+            "issued_at",
+            "applied_at",
+            "step",
+            "status",
+            "message",
+        )
+        rows = self.db.execute(
+            f"SELECT {', '.join(cols)} FROM commands ORDER BY applied_at, id"
+        ).fetchall()
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def command_ids(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT id FROM commands").fetchall()}
+
+    def events(self, after_seq: int = -1) -> list[dict]:
+        cols = ("seq", "ts", "step", "kind", "message", "candidate", "command")
+        rows = self.db.execute(
+            f"SELECT {', '.join(cols)} FROM events WHERE seq > ? ORDER BY seq", [after_seq]
+        ).fetchall()
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    # writes
+    def commit(self, write: StepWrite) -> None:
+        """Write one step atomically: all of it or, if the process dies, none of it."""
+        db = self.db
+        db.execute("BEGIN")
+        try:
+            if write.candidates:
+                ids = [c.id for c in write.candidates]
+                db.execute(f"DELETE FROM candidates WHERE id IN ({', '.join('?' * len(ids))})", ids)
+                db.executemany(
+                    "INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (c.id, c.seq, c.sha256, c.status, c.rung, c.score, json.dumps(c.to_row()))
+                        for c in write.candidates
+                    ],
+                )
+            if write.evaluations:
+                db.executemany(
+                    "INSERT INTO evaluations VALUES (?, ?, ?, ?, ?)",
+                    [(c, r, s, p, json.dumps(res)) for c, r, s, p, res in write.evaluations],
+                )
+            if write.state:
+                keys = list(write.state)
+                db.execute(f"DELETE FROM state WHERE key IN ({', '.join('?' * len(keys))})", keys)
+                db.executemany(
+                    "INSERT INTO state VALUES (?, ?)",
+                    [(k, json.dumps(v)) for k, v in write.state.items()],
+                )
+            if write.commands:
+                db.executemany(
+                    "INSERT INTO commands VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            c["id"],
+                            c["command"],
+                            c.get("candidate"),
+                            c.get("amount"),
+                            c.get("issued_at"),
+                            c.get("applied_at"),
+                            c.get("step"),
+                            c["status"],
+                            c.get("message", ""),
+                        )
+                        for c in write.commands
+                    ],
+                )
+            if write.events:
+                db.executemany(
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            e["seq"],
+                            e["ts"],
+                            e["step"],
+                            e["kind"],
+                            e["message"],
+                            e.get("candidate"),
+                            e.get("command"),
+                        )
+                        for e in write.events
+                    ],
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def set_meta(self, key: str, value) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
+
+
+class ReplyTable:
+    """engine.generate.base.ReplyStore on the session file: each reply committed at once."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def get(self, prompt_sha256: str) -> dict | None:
+        row = self.store.db.execute(
+            "SELECT reply FROM replies WHERE prompt_sha256 = ?", [prompt_sha256]
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, prompt_sha256: str, reply: dict) -> None:
+        self.store.db.execute(
+            "INSERT OR REPLACE INTO replies VALUES (?, ?)", [prompt_sha256, json.dumps(reply)]
+        )

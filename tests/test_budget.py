@@ -1,0 +1,36 @@
+import pytest
+
+from engine.search.budget import BudgetError, Ledger, parse_budget, parse_budget_increase
+
+
+def test_parse_each_kind_and_several_at_once():
+    assert parse_budget(["30m", "2h"]) == {"wall_seconds": 7200}
+    assert parse_budget(["600gpu-s,200evals", "$5"]) == {
+        "gpu_seconds": 600, "evaluations": 200, "llm_usd": 5,
+    }
+    assert parse_budget(["90s"]) == {"wall_seconds": 90}
+
+
+@pytest.mark.parametrize("bad", ["30x", "gpu", "-5m", "$", ""])
+def test_bad_budget_says_what_is_accepted(bad):
+    with pytest.raises(BudgetError, match="30m"):
+        parse_budget([bad or "  ,x"])
+
+
+def test_increase_needs_plus():
+    assert parse_budget_increase("+10m") == ("wall_seconds", 600)
+    with pytest.raises(BudgetError, match=r"\+"):
+        parse_budget_increase("10m")
+
+
+def test_ledger_stops_at_first_limit_spent():
+    ledger = Ledger()
+    limits = {"evaluations": 2, "gpu_seconds": 100}
+    ledger.charge_evaluation("c1", 0, {"compile": 1.0, "time": 2.0})
+    assert ledger.exhausted(limits) is None
+    ledger.charge_evaluation("c2", 1, {"time": 3.0, "profile": 1.0})
+    assert ledger.exhausted(limits) == "evaluations"
+    assert ledger.gpu_seconds == 7.0
+    assert ledger.gpu_seconds_by_rung == {"0": 3.0, "1": 4.0}
+    assert ledger.top_rung_share({"c2"}) == pytest.approx(4 / 7)
+    assert ledger.left(limits)["gpu_seconds"] == 93

@@ -1,0 +1,67 @@
+"""Successive halving, noise-aware pruning and the score, on real population records."""
+
+import pytest
+
+from engine.search import scheduler
+from engine.search.population import Candidate, RungResult
+
+
+def cand(seq, rung_results, status="alive", pinned=False):
+    c = Candidate(
+        id=f"c{seq:04d}", seq=seq, sha256=str(seq), parent=None, origin="s", params={},
+        note="", source="", created_step=0, rung=max(rung_results), status=status, pinned=pinned,
+    )
+    for rung, (speedup, half_width, samples) in rung_results.items():
+        c.results[rung] = RungResult(speedup, speedup, speedup - half_width,
+                                     speedup + half_width, 0.01, samples)
+    return c
+
+
+def test_top_third_is_promoted_best_first():
+    pop = [cand(i, {0: (1.0 + i * 0.5, 0.01, 10)}) for i in range(6)]
+    c, rung = scheduler.next_promotion(pop, top_rung=2)
+    assert (c.id, rung) == ("c0005", 1)
+    c.rung, c.status = 1, "queued"  # it left rung 0
+    c2, _ = scheduler.next_promotion(pop, top_rung=2)
+    assert c2.id == "c0004"  # quota of 6 // 3 = 2
+
+
+def test_no_promotion_before_eta_candidates_are_measured():
+    pop = [cand(i, {0: (2.0, 0.01, 10)}) for i in range(2)]
+    assert scheduler.next_promotion(pop, top_rung=2) is None
+
+
+def test_higher_rungs_are_served_first():
+    low = [cand(i, {0: (1.0 + i, 0.01, 10)}) for i in range(3)]
+    high = [cand(10 + i, {0: (5.0, 0.01, 10), 1: (4.0 + i, 0.01, 30)}) for i in range(3)]
+    c, rung = scheduler.next_promotion(low + high, top_rung=2)
+    assert rung == 2 and c.id == "c0012"
+
+
+def test_near_tie_favours_less_measured():
+    a = cand(1, {0: (2.00, 0.10, 100)})
+    b = cand(2, {0: (1.95, 0.10, 10)})  # overlaps a; fewer samples
+    others = [cand(3 + i, {0: (1.0, 0.01, 10)}) for i in range(4)]
+    c, _ = scheduler.next_promotion([a, b, *others], top_rung=2)
+    assert c.id == "c0002"
+
+
+def test_prune_only_when_confidently_worse():
+    leaders = [cand(i, {0: (3.0, 0.05, 10)}) for i in range(3)]
+    clearly_worse = cand(10, {0: (1.0, 0.05, 10)})
+    noisy_worse = cand(11, {0: (2.5, 0.6, 10)})  # interval reaches the cutoff's
+    pinned_worse = cand(12, {0: (1.0, 0.05, 10)}, pinned=True)
+    pruned = scheduler.prunable([*leaders, clearly_worse, noisy_worse, pinned_worse], rung=0)
+    assert [c.id for c in pruned] == ["c0010"]
+
+
+def test_pinned_candidate_may_climb_regardless_of_rank():
+    pop = [cand(i, {0: (3.0, 0.01, 10)}) for i in range(2)]
+    pop.append(cand(9, {0: (0.5, 0.01, 10)}, pinned=True))
+    c, rung = scheduler.next_promotion(pop, top_rung=2)
+    assert c.id == "c0009" and rung == 1
+
+
+@pytest.mark.parametrize("n,expected", [(0, 0), (2, 0), (3, 1), (8, 2), (9, 3)])
+def test_quota(n, expected):
+    assert scheduler.quota(n) == expected

@@ -23,6 +23,7 @@ def apply_command(engine, command: dict) -> tuple[str, str, object]:
             c.pinned = False
         else:
             c.vetoed, c.pinned, c.status = True, False, "vetoed"
+            engine.index.remove(c)
             if cid in search.queue:
                 search.queue.remove(cid)
         return "applied", f"{name} {cid}", c

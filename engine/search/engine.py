@@ -76,6 +76,7 @@ class Engine:
             self.rng.seed(meta["seed"])
         self.population: list[Candidate] = store.candidates()
         self.by_id = {c.id: c for c in self.population}
+        self.index = scheduler.RungIndex(self.population)
         self.known_sha = {c.sha256 for c in self.population}
         self.applied_commands = store.command_ids()
         self._clock = time.monotonic()
@@ -198,7 +199,8 @@ class Engine:
             if not self.by_id[cid].vetoed:
                 return self.by_id[cid], rung
             self.search.inflight = None
-        promotion = scheduler.next_promotion(self.population, self.top_rung)
+        pinned = [c for c in self.population if c.pinned]
+        promotion = scheduler.next_promotion(self.index, pinned, self.top_rung)
         if promotion:
             c, rung = promotion
             c.promoted_from.append(c.rung)
@@ -222,8 +224,12 @@ class Engine:
         return self.by_id[cid], 0
 
     def best(self) -> Candidate | None:
-        scored = [c for c in self.population if c.score is not None and not c.vetoed]
-        return max(scored, key=lambda c: (c.score, -c.seq)) if scored else None
+        """The best score at the highest rung reached: rung bonuses make that the best overall."""
+        for rung in range(self.top_rung, -1, -1):
+            measured = self.index.measured(rung)
+            if measured:
+                return measured[0]
+        return None
 
     def stop_reason(self) -> str | None:
         spent = self.ledger.exhausted(self.limits)
@@ -253,6 +259,7 @@ class Engine:
         speedup, low, high, cv = speedup_summary(result)
         samples = sum(len(t.samples_ms) for t in result.timings)
         c.results[rung] = RungResult(score(result, rung), speedup, low, high, cv, samples)
+        self.index.add(c, rung)
         c.status = "done" if rung == self.top_rung else "alive"
         if result.profile is not None:
             c.profile = result.profile
@@ -270,7 +277,7 @@ class Engine:
                 self.search.progress.append([round(self.ledger.gpu_seconds, 6), top])
 
     def prune(self, write: StepWrite, rung: int) -> None:
-        for p in scheduler.prunable(self.population, rung):
+        for p in scheduler.prunable(self.index, rung):
             p.status = "pruned"
             write.candidates.append(p)
             self.event(write, "pruned", f"{p.id} is confidently below rung {rung}'s cutoff", p.id)

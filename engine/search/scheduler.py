@@ -10,59 +10,105 @@ Pinned candidates are never pruned and may always climb.
 
 from __future__ import annotations
 
+import bisect
+
 from engine.search.population import Candidate
 
 ETA = 3
-
-
-def measured_at(population: list[Candidate], rung: int) -> list[Candidate]:
-    return [c for c in population if rung in c.results and not c.vetoed]
-
-
-def ranked(candidates: list[Candidate], rung: int) -> list[Candidate]:
-    """Best first; within a run of overlapping intervals, the less-measured first."""
-    by_score = sorted(candidates, key=lambda c: (-c.results[rung].score, c.seq))
-    out: list[Candidate] = []
-    cluster: list[Candidate] = []
-    for c in by_score:
-        if cluster and c.results[rung].high < min(x.results[rung].low for x in cluster):
-            out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
-            cluster = []
-        cluster.append(c)
-    out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
-    return out
 
 
 def quota(n_measured: int, eta: int = ETA) -> int:
     return n_measured // eta
 
 
-def next_promotion(population: list[Candidate], top_rung: int, eta: int = ETA):
+class RungIndex:
+    """The candidates measured at each rung, best score first; rebuilt from records on resume
+    and kept sorted as results arrive, so a step costs O(log n) here rather than a sort."""
+
+    def __init__(self, population: list[Candidate]):
+        self.keys: dict[int, list[tuple]] = {}
+        self.items: dict[int, list[Candidate]] = {}
+        for c in population:
+            if not c.vetoed:
+                for rung in c.results:
+                    self.add(c, rung)
+
+    def add(self, c: Candidate, rung: int) -> None:
+        key = (-c.results[rung].score, c.seq)
+        keys = self.keys.setdefault(rung, [])
+        at = bisect.bisect_left(keys, key)
+        keys.insert(at, key)
+        self.items.setdefault(rung, []).insert(at, c)
+
+    def remove(self, c: Candidate) -> None:
+        for rung in c.results:
+            key = (-c.results[rung].score, c.seq)
+            keys = self.keys.get(rung, [])
+            at = bisect.bisect_left(keys, key)
+            if at < len(keys) and keys[at] == key:
+                del keys[at]
+                del self.items[rung][at]
+
+    def measured(self, rung: int) -> list[Candidate]:
+        return self.items.get(rung, [])
+
+
+def tie_ordered(by_score: list[Candidate], rung: int) -> list[Candidate]:
+    """Within each run of overlapping intervals, the less-measured first."""
+    out: list[Candidate] = []
+    cluster: list[Candidate] = []
+    floor = float("inf")
+    for c in by_score:
+        if cluster and c.results[rung].high < floor:
+            out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
+            cluster, floor = [], float("inf")
+        cluster.append(c)
+        floor = min(floor, c.results[rung].low)
+    out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
+    return out
+
+
+def top_ranked(index: RungIndex, rung: int, k: int) -> list[Candidate]:
+    """The first k of the rung in rank order: score order with near-ties reordered. Only the
+    prefix up to the end of the tie-run that straddles position k is looked at."""
+    by_score = index.measured(rung)
+    end = k
+    if 0 < k < len(by_score):
+        floor = min(c.results[rung].low for c in by_score[:k])
+        while end < len(by_score) and by_score[end].results[rung].high >= floor:
+            floor = min(floor, by_score[end].results[rung].low)
+            end += 1
+    return tie_ordered(by_score[:end], rung)[:k]
+
+
+def waiting(c: Candidate, rung: int) -> bool:
+    return c.status == "alive" and c.rung == rung
+
+
+def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
     """The candidate to move up now and the rung it goes to, highest rungs first; or None."""
     for rung in range(top_rung - 1, -1, -1):
-        measured = measured_at(population, rung)
-        waiting = [c for c in measured if c.status == "alive" and c.rung == rung]
-        pinned = [c for c in waiting if c.pinned]
-        if pinned:
-            return min(pinned, key=lambda c: c.seq), rung + 1
-        for c in ranked(measured, rung)[: quota(len(measured), eta)]:
-            if c.status == "alive" and c.rung == rung:
+        for c in sorted(pinned, key=lambda c: c.seq):
+            if waiting(c, rung):
+                return c, rung + 1
+        for c in top_ranked(index, rung, quota(len(index.measured(rung)), eta)):
+            if waiting(c, rung):
                 return c, rung + 1
     return None
 
 
-def prunable(population: list[Candidate], rung: int, eta: int = ETA) -> list[Candidate]:
-    """Alive candidates at `rung` that are confidently worse than the rung's cutoff."""
-    measured = measured_at(population, rung)
+def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
+    """Candidates waiting at `rung` whose interval lies wholly below the cutoff's, scanning from
+    the worst score up to the first candidate that is not below (the rest may yet climb)."""
+    measured = index.measured(rung)
     k = quota(len(measured), eta)
     if k == 0:
         return []
-    cutoff = ranked(measured, rung)[k - 1].results[rung]
-    return [
-        c
-        for c in measured
-        if c.status == "alive"
-        and c.rung == rung
-        and not c.pinned
-        and c.results[rung].high < cutoff.low
-    ]
+    cutoff = top_ranked(index, rung, k)[-1].results[rung]
+    out = []
+    for c in reversed(measured):
+        if c.results[rung].high >= cutoff.low:
+            break
+        if waiting(c, rung) and not c.pinned:
+            out.append(c)
+    return sorted(out, key=lambda c: c.seq)

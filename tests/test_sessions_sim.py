@@ -1,0 +1,154 @@
+"""Durable sessions on the sim backend, through the real CLI in real processes."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from engine.session_files import SessionPaths, read_events, send_command
+
+CLI = [sys.executable, "-m", "engine.cli"]
+VOLATILE = {"wall_seconds", "updated_at", "issued_at", "applied_at", "ts", "engine_pid", "session"}
+
+
+def kb(*args, sessions, check=True, timeout=300):
+    out = subprocess.run([*CLI, *args, "--sessions-dir", str(sessions)], capture_output=True,
+                         text=True, timeout=timeout)
+    if check and out.returncode != 0:
+        raise AssertionError(f"kernelbrain {' '.join(args)} failed:\n{out.stderr}")
+    return out
+
+
+def stable(data):
+    """`show --json` without what legitimately differs between two runs: times, names."""
+    if isinstance(data, dict):
+        return {k: stable(v) for k, v in data.items() if k not in VOLATILE}
+    if isinstance(data, list):
+        return [stable(v) for v in data]
+    return data
+
+
+def show(name, sessions):
+    return json.loads(kb("show", name, "--json", sessions=sessions).stdout)
+
+
+def run_args(name, seed, budget="60evals"):
+    return ["run", "softmax", "--backend", "sim", "--seed", str(seed), "--budget", budget,
+            "--session", name, "--headless"]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
+    kb(*run_args("straight", seed), sessions=tmp_path)
+    rng = random.Random(seed)
+    proc = subprocess.Popen([*CLI, *run_args("killed", seed), "--sessions-dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kills = 0
+    while True:
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 2.5))
+            break
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+            proc = subprocess.Popen(
+                [*CLI, "resume", "killed", "--headless", "--sessions-dir", str(tmp_path)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert proc.returncode == 0
+    straight, killed = show("straight", tmp_path), show("killed", tmp_path)
+    assert straight["state"] == killed["state"] == "finished"
+    assert stable(killed) == stable(straight), f"differs after {kills} kills"
+    assert kills >= 1, "the run ended before any kill: make the budget larger"
+
+
+def test_show_json_holds_the_contract(tmp_path):
+    kb(*run_args("s", 0, "30evals"), sessions=tmp_path)
+    data = show("s", tmp_path)
+    assert {"session", "problem", "state", "best", "candidates", "ledger", "commands"} <= set(data)
+    assert data["ledger"]["evaluations"] == 30
+    assert set(data["ledger"]) >= {
+        "gpu_seconds", "gpu_seconds_by_rung", "gpu_seconds_by_activity", "llm_tokens_in",
+        "llm_tokens_out", "llm_cost_usd", "wall_seconds", "evaluations"}
+    assert sum(data["ledger"]["gpu_seconds_by_rung"].values()) == pytest.approx(
+        data["ledger"]["gpu_seconds"], rel=1e-6)
+    row = data["candidates"][0]
+    assert set(row) >= {"id", "sha256", "parent", "origin", "rung", "status", "score", "reason"}
+    assert len({c["sha256"] for c in data["candidates"]}) == len(data["candidates"])
+    assert data["best"]["speedup"] == max(c["speedup"] or 0 for c in data["candidates"]
+                                          if c["id"] == data["best"]["id"])
+    assert any(c["parent"] for c in data["candidates"]), "no mutation was generated"
+    assert max(c["rung"] for c in data["candidates"]) >= 1
+
+
+def test_control_commands_apply_once_on_a_stopped_session(tmp_path):
+    kb(*run_args("s", 0, "12evals"), sessions=tmp_path)
+    paths = SessionPaths(tmp_path / "s")
+    first = show("s", tmp_path)
+    victim = first["candidates"][0]["id"]
+    keeper = first["candidates"][1]["id"]
+    kb("veto", "s", victim, sessions=tmp_path)
+    kb("pin", "s", keeper, sessions=tmp_path)
+    kb("budget", "s", "+6evals", sessions=tmp_path)
+    kb("resume", "s", "--headless", sessions=tmp_path)
+    after = show("s", tmp_path)
+    by_id = {c["id"]: c for c in after["candidates"]}
+    assert by_id[victim]["status"] == "vetoed"
+    assert by_id[keeper]["status"] != "pruned"
+    assert after["ledger"]["evaluations"] == 18
+    assert [c["command"] for c in after["commands"]] == ["veto", "pin", "budget"]
+    assert all(c["status"] == "applied" for c in after["commands"])
+    acknowledged = [e for e in read_events(paths) if e["kind"] == "command_applied"]
+    assert len(acknowledged) == 3
+    assert not list(paths.inbox.glob("*.json"))
+    # Applied exactly once: resuming again applies nothing new.
+    kb("budget", "s", "+2evals", sessions=tmp_path)
+    kb("resume", "s", "--headless", sessions=tmp_path)
+    assert len(show("s", tmp_path)["commands"]) == 4
+    # A vetoed source is never generated again.
+    shas = [c["sha256"] for c in show("s", tmp_path)["candidates"]]
+    assert len(shas) == len(set(shas))
+
+
+def test_commands_reach_a_running_engine(tmp_path):
+    proc = subprocess.Popen([*CLI, *run_args("live", 0, "100000evals"), "--sessions-dir",
+                             str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    paths = SessionPaths(tmp_path / "live")
+    deadline = time.time() + 60
+    while not paths.snapshot.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    pause = send_command(paths, "pause")
+    wait_for_event(paths, pause["id"])
+    step = json.loads(paths.snapshot.read_text())["step"]
+    time.sleep(1.0)
+    assert json.loads(paths.snapshot.read_text())["step"] == step, "paused engine kept stepping"
+    second = subprocess.run([*CLI, "resume", "live", "--headless", "--sessions-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert second.returncode == 2 and "already run by engine" in second.stderr
+    send_command(paths, "unpause")
+    kb("stop", "live", sessions=tmp_path)
+    assert proc.wait(timeout=60) == 0
+    assert show("live", tmp_path)["state"] == "stopped"
+
+
+def wait_for_event(paths, command_id, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(e.get("command") == command_id for e in read_events(paths)):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"command {command_id} was never acknowledged")
+
+
+def test_unknown_problem_and_bad_budget_are_usage_errors(tmp_path):
+    out = kb("run", "nosuch", "--backend", "sim", "--headless", sessions=tmp_path, check=False)
+    assert out.returncode == 2 and "built-in name" in out.stderr
+    out = kb("run", "softmax", "--budget", "10 parsecs", "--headless", sessions=tmp_path,
+             check=False)
+    assert out.returncode == 2 and "200evals" in out.stderr
+    assert not os.listdir(tmp_path) or not (tmp_path / "softmax").exists()

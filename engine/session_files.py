@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -144,3 +146,50 @@ def read_events(paths: SessionPaths, after_seq: int = -1, limit: int | None = No
     except FileNotFoundError:
         return []
     return events[-limit:] if limit else events
+
+
+def resume_command(paths: SessionPaths) -> list[str]:
+    """The command line that resumes this session's engine, headless."""
+    return [
+        sys.executable,
+        "-m",
+        "engine.cli",
+        "resume",
+        paths.name,
+        "--headless",
+        "--sessions-dir",
+        str(paths.root.parent),
+    ]
+
+
+def start_detached_engine(paths: SessionPaths) -> subprocess.Popen:
+    """Resume the engine in its own process session, so it outlives the terminal (and SSH) and
+    any TUI attached to it. Its output goes to the session's engine.log."""
+    with paths.log.open("ab") as log:
+        return subprocess.Popen(
+            resume_command(paths),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+class ExportError(Exception):
+    """The candidate cannot be exported; the message says why."""
+
+
+def exported_source(paths: SessionPaths, candidate_id: str) -> str:
+    """A candidate as a standalone KernelBench file: its source behind a header that says
+    where it comes from and how fast it was measured."""
+    detail = read_candidate(paths, candidate_id)
+    if detail is None or not detail.get("source"):
+        raise ExportError(f"session {paths.name} has no candidate {candidate_id!r}")
+    snap = read_snapshot(paths) or {}
+    row = next((c for c in snap.get("candidates", []) if c["id"] == candidate_id), {})
+    speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "unmeasured"
+    return (
+        f"# KernelBrain candidate {candidate_id} for problem {snap.get('problem')} "
+        f"(session {paths.name}, {detail['origin']}, speedup {speed} on {snap.get('backend')}).\n"
+        "# A standalone KernelBench file: defines ModelNew.\n" + detail["source"]
+    )

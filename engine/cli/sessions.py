@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -12,12 +11,14 @@ from engine.cli import UsageError
 from engine.search.budget import BudgetError, parse_budget, parse_budget_increase
 from engine.session.store import StoreError
 from engine.session_files import (
+    ExportError,
     SessionPaths,
     engine_running,
-    read_candidate,
+    exported_source,
     read_snapshot,
     send_command,
     sessions_root,
+    start_detached_engine,
 )
 
 DEFAULT_BUDGET = "30m"
@@ -151,7 +152,8 @@ def cmd_run(args) -> int:
 def cmd_resume(args) -> int:
     paths = paths_of(args)
     if not args.headless:
-        start_detached(paths, args.sessions_dir)
+        if not engine_running(paths):
+            start_detached_engine(paths)
         return attach(paths)
     return run_headless(paths)
 
@@ -196,26 +198,6 @@ def progress_line(snap: dict) -> str:
         f"[{snap['session']} step {snap['step']}] {rungs} | {best_text}{tag} | "
         f"{snap['ledger']['gpu_seconds']:.1f} gpu-s | left: {left or 'unlimited'}"
     )
-
-
-def start_detached(paths: SessionPaths, sessions_dir: str | None) -> None:
-    """The engine in its own process session: it survives the terminal (and SSH) closing."""
-    if engine_running(paths):
-        return
-    command = [
-        sys.executable,
-        "-m",
-        "engine.cli",
-        "resume",
-        paths.name,
-        "--headless",
-        "--sessions-dir",
-        str(paths.root.parent),
-    ]
-    with paths.log.open("a") as log:
-        subprocess.Popen(
-            command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
-        )
 
 
 def attach(paths: SessionPaths) -> int:
@@ -300,23 +282,15 @@ def cmd_show(args) -> int:
 
 def cmd_export(args) -> int:
     paths = paths_of(args)
-    snap = read_snapshot(paths) or {}
-    cid = args.candidate or (snap.get("best") or {}).get("id")
+    cid = args.candidate or ((read_snapshot(paths) or {}).get("best") or {}).get("id")
     if cid is None:
         raise UsageError(
             f"session {paths.name} has no measured candidate yet; name one with --candidate"
         )
-    detail = read_candidate(paths, cid)
-    if detail is None:
-        raise UsageError(f"session {paths.name} has no candidate {cid!r}")
-    best = [c for c in snap.get("candidates", []) if c["id"] == cid]
-    speed = f"{best[0]['speedup']:.3f}x" if best and best[0]["speedup"] else "unmeasured"
-    header = (
-        f"# KernelBrain candidate {cid} for problem {snap.get('problem')} "
-        f"(session {paths.name}, {detail['origin']}, speedup {speed} on {snap.get('backend')})\n"
-        "# A standalone KernelBench file: defines ModelNew.\n"
-    )
-    text = header + detail["source"]
+    try:
+        text = exported_source(paths, cid)
+    except ExportError as exc:
+        raise UsageError(str(exc)) from exc
     if args.output:
         with open(args.output, "w") as fh:
             fh.write(text)

@@ -164,8 +164,12 @@ class Engine:
             self.event(
                 write, "generation_rejected", f"{rejection['reason']}: {rejection['message']}"
             )
+        return self.admit(write, outcome.proposals, parent)
+
+    def admit(self, write: StepWrite, proposals, parent: Candidate | None) -> int:
+        """Store new proposals (duplicates of known sources dropped) and queue them at rung 0."""
         added = 0
-        for proposal in outcome.proposals:
+        for proposal in proposals:
             sha = source_sha256(proposal.source)
             if sha in self.known_sha:
                 continue
@@ -364,20 +368,24 @@ class Engine:
         self.lock.heartbeat()
         publish.write_snapshot(self.paths, self.snapshot())
 
-    def run(self, on_step=None) -> str:
+    def start(self) -> None:
+        """Take the session lock, restore the published files, log the (re)start."""
         self.lock = EngineLock(self.paths)
         stale = self.lock.acquire()
+        publish.rewrite_events(self.paths, self.store.events())
+        self.paths.reference.write_text(self.problem.source)
+        write = StepWrite()
+        if self.search.state in ("finished", "stopped") and self.stop_reason() is None:
+            self.search.state = "running"
+        kind = "resumed" if self.search.step or self.population else "started"
+        note = " (took over the lock of a killed engine)" if stale else ""
+        self.event(write, kind, f"engine {kind} on {self.backend.name}{note}")
+        self.commit(write)
+        self.after_commit()
+
+    def run(self, on_step=None) -> str:
+        self.start()
         try:
-            publish.rewrite_events(self.paths, self.store.events())
-            self.paths.reference.write_text(self.problem.source)
-            write = StepWrite()
-            if self.search.state in ("finished", "stopped") and self.stop_reason() is None:
-                self.search.state = "running"
-            kind = "resumed" if self.search.step or self.population else "started"
-            note = " (took over the lock of a killed engine)" if stale else ""
-            self.event(write, kind, f"engine {kind} on {self.backend.name}{note}")
-            self.commit(write)
-            self.after_commit()
             while self.step():
                 if on_step:
                     on_step(self)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from engine.search import scheduler
 from engine.session.publish import candidate_row, snapshot_rows
 
 
@@ -42,7 +41,7 @@ def best_summary(engine_like) -> dict | None:
 def rung_summary(engine_like) -> list[dict]:
     out = []
     for spec in engine_like.ladder:
-        measured = scheduler.measured_at(engine_like.population, spec.index)
+        measured = engine_like.index.measured(spec.index)
         out.append(
             {
                 "index": spec.index,

@@ -1,0 +1,271 @@
+"""Run Nsight Compute on one candidate forward call and diagnose what limits its kernels.
+
+One profiled run exports a .ncu-rep report; two imports read it back as the raw page (every
+metric by name) and the details page (ncu's rule hints). Every failure (no ncu, no permission for
+the counters, a crash, a timeout) becomes {"status": "unavailable", "why": ...}: the search goes
+on without a diagnosis.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.problems import Problem
+from engine.profiler import diagnosis as dg
+from engine.profiler.csvparse import RawPage, parse_details, parse_raw
+from engine.profiler.launch import NVTX_RANGE
+from engine.worker.sandbox import worker_environment
+
+# Where Nsight Compute installs itself when it is not on PATH.
+NCU_FALLBACKS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu")
+SECTIONS = (
+    "SpeedOfLight",
+    "Occupancy",
+    "LaunchStats",
+    "MemoryWorkloadAnalysis",
+    "WarpStateStats",
+    "SchedulerStats",
+)
+# Named metrics on top of the sections: the figures the diagnosis reads (ncu drops unsupported
+# ones silently; the diagnosis lists them under missing_metrics).
+REQUESTED_METRICS = (
+    dg.DURATION,
+    dg.DRAM_READ,
+    dg.DRAM_WRITE,
+    dg.DRAM_RATE,
+    dg.DRAM_PCT,
+    dg.SM_PCT,
+    dg.MEMORY_PCT,
+    dg.L1_PCT,
+    dg.L2_PCT,
+    dg.ACHIEVED_OCCUPANCY,
+    dg.THEORETICAL_OCCUPANCY,
+    dg.REGISTERS,
+    dg.WAVES,
+    dg.SPILLS[1],
+    *dg.GLOBAL_SECTORS,
+    *dg.GLOBAL_REQUESTS,
+    *(f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in dg.STALL_WORDS),
+)
+# The NVTX range holds exactly one forward call; this caps how many of its kernel launches are
+# profiled (each costs a couple of dozen replay passes).
+MAX_PROFILED_LAUNCHES = 8
+PROBE_TIMEOUT_S = 120
+IMPORT_TIMEOUT_S = 120
+PROBE_PROGRAM = "import torch; x = torch.ones(1024, device='cuda'); (x * 2).sum().item()"
+NOTHING_PROFILED = (
+    f"ncu profiled no kernel in the NVTX range {NVTX_RANGE!r}: ModelNew.forward launched nothing "
+    "on the GPU"
+)
+
+
+def find_ncu() -> str | None:
+    """The ncu executable: on PATH, else the newest standard install."""
+    on_path = shutil.which("ncu")
+    if on_path:
+        return on_path
+    for pattern in NCU_FALLBACKS:
+        found = sorted(p for p in glob.glob(pattern) if os.access(p, os.X_OK))
+        if found:
+            return found[-1]
+    return None
+
+
+def run_bounded(command: list[str], timeout_s: float, **kwargs) -> tuple[int | None, str]:
+    """(exit status, stdout+stderr); the status is None when the whole process group was killed
+    for running past `timeout_s` (ncu and the profiled program with it)."""
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        **kwargs,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output
+
+
+def explain_failure(output: str) -> str:
+    """Plain words for why ncu could not profile, from its output."""
+    if "ERR_NVGPUCTRPERM" in output:
+        return (
+            "ncu may not read the GPU performance counters (ERR_NVGPUCTRPERM): the driver "
+            "restricts them to administrators; run as root, or load the nvidia module with "
+            "NVreg_RestrictProfilingToAdminUsers=0"
+        )
+    if "LibraryNotLoaded" in output:
+        return (
+            "ncu could not load its own libraries (LibraryNotLoaded): the Nsight Compute install "
+            "is incomplete or does not match the driver; reinstall it"
+        )
+    lowered = output.lower()
+    if "permission" in lowered:
+        return f"ncu was refused permission: {tail(output)}"
+    if "no cuda gpus" in lowered or "found no nvidia driver" in lowered:
+        return "no CUDA GPU: the profiled program found no GPU or driver"
+    return tail(output) or "ncu printed nothing"
+
+
+def tail(output: str, lines: int = 6) -> str:
+    """ncu's error lines if any, else the last lines of the output, on one line."""
+    kept = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in kept if line.startswith("==ERROR==")]
+    return " | ".join((errors or kept)[-lines:])
+
+
+@functools.cache
+def ncu_status() -> tuple[bool, str]:
+    """(usable, why): whether ncu exists and can read counters, from one tiny profiled program."""
+    ncu = find_ncu()
+    if ncu is None:
+        return False, (
+            "no ncu on PATH, in /opt/nvidia/nsight-compute/*/ or /usr/local/cuda/bin: install "
+            "Nsight Compute to get bottleneck diagnoses"
+        )
+    command = [
+        ncu, "--target-processes", "all", "--clock-control", "none", "--launch-count", "1",
+        "--metrics", dg.DURATION, "--csv", sys.executable, "-c", PROBE_PROGRAM,
+    ]  # fmt: skip
+    try:
+        status, output = run_bounded(command, PROBE_TIMEOUT_S, env=worker_environment("cuda"))
+    except OSError as exc:
+        return False, f"{ncu} could not be started: {exc}"
+    if status is None:
+        return False, f"ncu took more than {PROBE_TIMEOUT_S} s to profile one tiny kernel"
+    if status == 0 and dg.DURATION in output and "==ERROR==" not in output:
+        return True, f"{ncu} reads GPU counters"
+    return False, explain_failure(output)
+
+
+def ncu_command(ncu: str, report: Path, program: list[str]) -> list[str]:
+    """Profile the launches inside NVTX_RANGE of `program` into the report file."""
+    command = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/"]
+    command += ["--launch-count", str(MAX_PROFILED_LAUNCHES)]
+    for section in SECTIONS:
+        command += ["--section", section]
+    command += ["--metrics", ",".join(REQUESTED_METRICS)]
+    # Clocks as the timing runs see them; caches flushed between replay passes, so DRAM bytes
+    # are those of a cold run.
+    command += ["--clock-control", "none", "--cache-control", "all"]
+    command += ["--export", str(report), "--force-overwrite"]
+    return command + program
+
+
+def import_command(ncu: str, report: Path, page: str) -> list[str]:
+    """Read a report back as CSV; `page` is "raw" or "details"; units in base (ns, bytes)."""
+    return [ncu, "--import", str(report), "--csv", "--page", page, "--print-units", "base"]
+
+
+def launcher_command(problem: Problem, candidate: Path, size_label: str, facts: Path):
+    return [
+        sys.executable, "-m", "engine.profiler.launch", "--problem", str(problem.path),
+        "--candidate", str(candidate), "--size", size_label, "--facts", str(facts),
+    ]  # fmt: skip
+
+
+def unavailable(why: str, gpu_seconds: float = 0.0) -> dict:
+    return {"status": "unavailable", "why": why, "gpu_seconds": gpu_seconds}
+
+
+def diagnose_range(raw: RawPage, details_text: str, bytes_min: float | None) -> dict:
+    """Diagnose the longest launch of the range; list every launch."""
+    details = {d.launch_id: d for d in parse_details(details_text)}
+    rows = raw.rows
+    longest = max(rows, key=lambda row: dg.number(row, dg.DURATION) or 0.0)
+    launch_id = int(dg.number(longest, "ID") or 0)
+    single = len(rows) == 1
+    result = dg.diagnose(
+        longest, details.get(launch_id), REQUESTED_METRICS, bytes_min if single else None
+    )
+    kernels = []
+    for row in rows:
+        duration = dg.number(row, dg.DURATION)
+        kernels.append(
+            {
+                "name": row.get("Kernel Name"),
+                "duration_us": duration / 1e3 if duration is not None else None,
+                "grid": row.get("Grid Size"),
+                "block": row.get("Block Size"),
+                "dram_bytes": dg.dram_bytes(row, duration * 1e-9 if duration else None),
+            }
+        )
+    result["kernels"] = kernels
+    if not single:
+        capped = len(rows) >= MAX_PROFILED_LAUNCHES
+        result["note"] = (
+            f"the forward call launched {len(rows)} kernels"
+            + (" (the profiling cap: there may be more)" if capped else "")
+            + f"; the diagnosis is of the longest, {result['kernel']}"
+        )
+        moved = [k["dram_bytes"] for k in kernels]
+        line = dg.multi_pass_line(sum(moved) if None not in moved else None, bytes_min)
+        if line:
+            result["evidence"].append(line + " (all kernels of the call)")
+            result["tags"].append("multi-pass")
+    return result
+
+
+def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
+    ncu = find_ncu()
+    candidate, facts, report = workdir / "candidate.py", workdir / "facts.json", workdir / "launch"
+    candidate.write_text(source)
+    env = worker_environment("cuda")  # no keys or tokens; this checkout on PYTHONPATH
+    command = ncu_command(ncu, report, launcher_command(problem, candidate, size_label, facts))
+    started = time.monotonic()
+    status, output = run_bounded(command, timeout_s, env=env, cwd=workdir)
+    seconds = time.monotonic() - started
+    if status is None:
+        return unavailable(f"ncu ran past {timeout_s:g} s and was stopped", seconds)
+    reports = sorted(workdir.glob("launch*.ncu-rep"))
+    if status != 0:
+        return unavailable(f"ncu failed (exit {status}): {explain_failure(output)}", seconds)
+    if not reports:
+        return unavailable(NOTHING_PROFILED, seconds)
+    pages = {}
+    for page in ("raw", "details"):
+        page_status, pages[page] = run_bounded(
+            import_command(ncu, reports[0], page), IMPORT_TIMEOUT_S, env=env
+        )
+        if page_status != 0:
+            why = f"reading the report's {page} page failed: {tail(pages[page])}"
+            return unavailable(why, seconds)
+    raw = parse_raw(pages["raw"])
+    if not raw.rows:
+        return unavailable(NOTHING_PROFILED, seconds)
+    bytes_min = json.loads(facts.read_text())["bytes_min"] if facts.exists() else None
+    result = diagnose_range(raw, pages["details"], bytes_min)
+    return {**result, "size": size_label, "bytes_min": bytes_min, "gpu_seconds": seconds}
+
+
+def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float = 300) -> dict:
+    """Profile one forward call of the candidate `source` on one size of `problem`, under ncu.
+
+    Returns the diagnosis (engine.profiler.diagnosis) with `gpu_seconds`, the wall time of the
+    ncu run, and `kernels`, every launch in the call; or {"status": "unavailable", "why"}.
+    Never raises.
+    """
+    usable, why = ncu_status()
+    if not usable:
+        return unavailable(why)
+    try:
+        with tempfile.TemporaryDirectory(prefix="kernelbrain-ncu-") as workdir:
+            return profile_in(Path(workdir), problem, source, size_label, timeout_s)
+    except Exception as exc:  # the contract: a failed profile never stops the search
+        return unavailable(f"the profiler failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,413 @@
+"""Matrix products (linear, matmul, mm, bmm, addmm) with a fused elementwise epilogue: tiled with
+grouped ordering, split-K for few output tiles, and a persistent grid."""
+
+from __future__ import annotations
+
+from hints.base import Family, Match, Param, Strategy
+from hints.binding import bind
+from hints.elementwise import epilogue_expression, is_tensor
+
+PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm")
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+# A product with a side of 1 is a matrix-vector product: the matvec family's bandwidth kernels.
+MIN_SIDE = 2
+PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
+H200_SMS = 132
+
+
+def tensor_args(call) -> list:
+    return [a for a in call.args if is_tensor(a)] + [
+        v for v in call.kwargs.values() if is_tensor(v)
+    ]
+
+
+def product_shape(call) -> tuple[int, int, int, int] | None:
+    """(batch, M, N, K) of a traced product; None for shapes this family does not handle."""
+    tensors = tensor_args(call)
+    if call.op == "linear":
+        if len(tensors) not in (2, 3) or len(tensors[1][1]) != 2:
+            return None
+        x, (n, k) = tensors[0][1], tensors[1][1]
+        m = 1
+        for d in x[:-1]:
+            m *= d
+        return (1, m, n, k) if x and x[-1] == k else None
+    if call.op == "addmm":
+        if len(tensors) != 3 or len(tensors[0][1]) != 1:
+            return None
+        if call.kwargs.get("beta", 1) != 1 or call.kwargs.get("alpha", 1) != 1:
+            return None
+        tensors = tensors[1:]
+    if len(tensors) != 2:
+        return None
+    a, b = tensors[0][1], tensors[1][1]
+    if len(a) not in (2, 3) or len(b) not in (2, 3) or a[-1] != b[-2]:
+        return None
+    if len(a) == 3 and len(b) == 3 and a[0] != b[0]:
+        return None
+    if call.op in ("mm", "addmm") and (len(a), len(b)) != (2, 2):
+        return None
+    if len(a) == 2 and len(b) == 3:
+        return None  # batched right operand with a shared left one: not a product we tile
+    batch = a[0] if len(a) == 3 else 1
+    return (batch, a[-2], b[-1], a[-1])
+
+
+def forward_body(op: str, operands: tuple) -> str | None:
+    """The forward's return statement, from the expressions behind the product's operands."""
+    if op == "linear":
+        x, w = operands[0], operands[1]
+        bias = operands[2] if len(operands) > 2 and operands[2] else "None"
+        if None in (x, w):
+            return None
+        rows = f"{x}.reshape(-1, {x}.shape[-1])"
+        return f"product({rows}, {w}.t(), {bias}).reshape(*{x}.shape[:-1], -1)"
+    if op == "addmm":
+        bias, a, b = operands[:3]
+    else:
+        (a, b), bias = operands[:2], "None"
+    if None in (a, b, bias):
+        return None
+    return f"product({a}, {b}, {bias})"
+
+
+def match(problem) -> Match | None:
+    """A product as the first traced call, the rest an elementwise chain on its result."""
+    shapes, epilogues = [], set()
+    for size in problem.sizes:
+        calls = problem.calls.get(size.label, [])
+        if not calls or calls[0].op not in PRODUCT_OPS:
+            return None
+        shape = product_shape(calls[0])
+        dtypes = {t[2] for t in tensor_args(calls[0])}
+        if shape is None or min(shape[1], shape[2]) < MIN_SIDE or not dtypes <= set(FLOAT_DTYPES):
+            return None
+        if len(dtypes) != 1:
+            return None
+        epilogues.add(epilogue_expression(calls[1:], var="acc") if calls[1:] else "acc")
+        shapes.append([size.tier, *shape])
+    if len(epilogues) != 1 or None in epilogues:
+        return None
+    binding = bind(problem)
+    op = problem.calls[problem.smallest.label][0].op
+    if binding is None or not binding.operands:
+        return None
+    body = forward_body(op, binding.operands[0])
+    if body is None:
+        return None
+    return Match(
+        "matmul",
+        {
+            "op": op,
+            "epilogue": epilogues.pop(),
+            "shapes": shapes,  # [tier, batch, M, N, K] per size
+            "init_source": binding.init_source,
+            "forward_params": binding.forward_params,
+            "forward_body": body,
+        },
+    )
+
+
+def few_output_tiles(match: Match) -> bool:
+    """Split-K pays when some real size has under a wave of 128x128 tiles and a long K."""
+    return any(
+        tier != "tiny" and batch * -(-m // 128) * -(-n // 128) < H200_SMS and k >= 1024
+        for tier, batch, m, n, k in match.facts["shapes"]
+    )
+
+
+HEADER = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     GROUP_M: tl.constexpr):
+    # Grouped ordering: GROUP_M row-tiles share each column of B while it sits in L2.
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * num_n
+    first_m = (tile // per_group) * GROUP_M
+    rows = min(num_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % per_group) % rows
+    pid_n = (tile % per_group) // rows
+    return pid_m, pid_n
+
+
+@triton.jit
+def tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
+                 stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fp32 accumulator of A[rows, k_start:k_end] @ B[k_start:k_end, cols]."""
+    # Rows and columns past the edge wrap around: loads stay legal, stores are masked.
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = k_start + tl.arange(0, BLOCK_K)
+    a_ptrs = (a_ptr + batch.to(tl.int64) * stride_ab + rows.to(tl.int64)[:, None] * stride_am
+              + offs_k[None, :].to(tl.int64) * stride_ak)
+    b_ptrs = (b_ptr + batch.to(tl.int64) * stride_bb + offs_k[:, None].to(tl.int64) * stride_bk
+              + cols.to(tl.int64)[None, :] * stride_bn)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_start, k_end, BLOCK_K):
+        in_k = offs_k < k_end - (k - k_start)
+        a = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="$precision")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
+                HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Bias, the fused epilogue, and a masked store in the output's dtype."""
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+    acc = $epilogue
+    c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
+              + cols[None, :] * stride_cn)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+'''
+
+OPERANDS = '''
+
+def operands(a, b):
+    """Views as [batch, M, K] and [batch, K, N] (a shared operand gets batch stride 0)."""
+    batched = a.dim() == 3 or b.dim() == 3
+    a3 = a if a.dim() == 3 else a.unsqueeze(0)
+    b3 = b if b.dim() == 3 else b.unsqueeze(0)
+    batch = max(a3.shape[0], b3.shape[0])
+    a3, b3 = a3.expand(batch, -1, -1), b3.expand(batch, -1, -1)
+    out = torch.empty((batch, a3.shape[1], b3.shape[2]), device=a.device, dtype=a.dtype)
+    return a3, b3, out, batched
+
+
+def strides(*tensors):
+    return [s for t in tensors for s in t.stride()]
+
+'''
+
+MODEL = """
+
+class ModelNew(nn.Module):
+$init_source
+    def forward($forward_params):
+        return $forward_body
+"""
+
+TILED_TEMPLATE = (
+    HEADER
+    + """
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
+                  stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                  stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    batch = tl.program_id(1)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
+                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                       BLOCK_M, BLOCK_N, BLOCK_K)
+    finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
+                HAS_BIAS, BLOCK_M, BLOCK_N)
+"""
+    + OPERANDS
+    + """
+def product(a, b, bias):
+    a3, b3, out, batched = operands(a, b)
+    batch, M, K = a3.shape
+    N = b3.shape[2]
+    grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), batch)
+    matmul_kernel[grid](
+        a3, b3, bias if bias is not None else out, out, M, N, K, *strides(a3, b3, out),
+        HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages,
+    )
+    return out if batched else out[0]
+"""
+    + MODEL
+)
+
+SPLIT_K_TEMPLATE = (
+    HEADER
+    + '''
+@triton.jit
+def partial_kernel(a_ptr, b_ptr, part_ptr, M, N, K, k_per_split,
+                   stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   GROUP_M: tl.constexpr):
+    """Program (tile, split, batch) writes its fp32 partial sum to part[split, batch]."""
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    split = tl.program_id(1)
+    batch = tl.program_id(2)
+    k_start = split * k_per_split
+    k_end = min(k_start + k_per_split, K)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
+                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                       BLOCK_M, BLOCK_N, BLOCK_K)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    slab = (split * tl.num_programs(2) + batch).to(tl.int64) * M * N
+    tl.store(part_ptr + slab + rows.to(tl.int64)[:, None] * N + cols[None, :], acc,
+             mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
+@triton.jit
+def reduce_kernel(part_ptr, bias_ptr, c_ptr, M, N, BATCH, stride_cb, stride_cm, stride_cn,
+                  HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr):
+    """Sums the splits in a fixed order (deterministic), then bias, epilogue and store."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    batch = tl.program_id(2)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for split in tl.static_range(SPLIT_K):
+        slab = (split * BATCH + batch).to(tl.int64) * M * N
+        acc += tl.load(part_ptr + slab + offs, mask=mask, other=0.0)
+    finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
+                HAS_BIAS, BLOCK_M, BLOCK_N)
+'''
+    + OPERANDS
+    + """
+def product(a, b, bias):
+    a3, b3, out, batched = operands(a, b)
+    batch, M, K = a3.shape
+    N = b3.shape[2]
+    k_per_split = triton.cdiv(triton.cdiv(K, $SPLIT_K), $BLOCK_K) * $BLOCK_K
+    parts = torch.empty(($SPLIT_K, batch, M, N), device=a.device, dtype=torch.float32)
+    grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), $SPLIT_K, batch)
+    partial_kernel[grid](
+        a3, b3, parts, M, N, K, k_per_split, *strides(a3, b3),
+        BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K, GROUP_M=$GROUP_M,
+        num_warps=$num_warps, num_stages=$num_stages,
+    )
+    grid = (triton.cdiv(M, 32), triton.cdiv(N, 64), batch)
+    reduce_kernel[grid](
+        parts, bias if bias is not None else out, out, M, N, batch, *out.stride(),
+        HAS_BIAS=bias is not None, SPLIT_K=$SPLIT_K, BLOCK_M=32, BLOCK_N=64, num_warps=4,
+    )
+    return out if batched else out[0]
+"""
+    + MODEL
+)
+
+PERSISTENT_TEMPLATE = (
+    HEADER
+    + '''
+@triton.jit
+def persistent_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BATCH,
+                      stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                      stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr):
+    """One program per SM walks the tiles (all batches) with a stride of the grid size."""
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(tl.program_id(0), tiles * BATCH, tl.num_programs(0)):
+        batch = tile // tiles
+        pid_m, pid_n = tile_coordinates(tile % tiles, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
+                           stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                           BLOCK_M, BLOCK_N, BLOCK_K)
+        finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm,
+                    stride_cn, HAS_BIAS, BLOCK_M, BLOCK_N)
+'''
+    + OPERANDS
+    + """
+def product(a, b, bias):
+    a3, b3, out, batched = operands(a, b)
+    batch, M, K = a3.shape
+    N = b3.shape[2]
+    tiles = triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N) * batch
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
+    persistent_kernel[(min(tiles, sms * $programs_per_sm),)](
+        a3, b3, bias if bias is not None else out, out, M, N, K, batch, *strides(a3, b3, out),
+        HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages,
+    )
+    return out if batched else out[0]
+"""
+    + MODEL
+)
+
+
+def tile_params(block_m=128, block_n=128, block_k=32, warps=8, stages=3) -> tuple[Param, ...]:
+    return (
+        Param("BLOCK_M", (32, 64, 128, 256), block_m),
+        Param("BLOCK_N", (32, 64, 128, 256), block_n),
+        Param("BLOCK_K", (16, 32, 64, 128), block_k),
+        Param("GROUP_M", (1, 4, 8, 16), 8),
+        Param("num_warps", (2, 4, 8), warps),
+        Param("num_stages", (2, 3, 4, 5), stages),
+        Param("precision", PRECISIONS, "ieee"),
+    )
+
+
+PRECISION_NOTE = (
+    " fp32 operands go through tl.dot with input_precision: ieee (strict fp32, FMA units), "
+    "tf32x3 (three TF32 tensor-core products, near-fp32 error) or tf32 (fastest, ~1e-3 "
+    "relative error: a result that names it); fp16/bf16 operands always use tensor cores."
+)
+
+FAMILY = Family(
+    name="matmul",
+    description="Matrix products (linear, matmul, mm, bmm, addmm) with a fused elementwise "
+    "epilogue (bias, activations, scaling).",
+    match=match,
+    strategies=(
+        Strategy(
+            name="matmul.tiled_grouped",
+            family="matmul",
+            applies="any product: one program per BLOCK_M x BLOCK_N output tile",
+            addresses=("compute-bound", "cache-bound", "stall-memory", "multi-pass"),
+            explanation=(
+                "Each program accumulates one output tile in fp32 over K in BLOCK_K steps "
+                "(num_stages software-pipelined loads), then adds the bias and applies the "
+                "epilogue before its only store, so the product's result never round-trips "
+                "through memory. Tiles are ordered in groups of GROUP_M rows so that the "
+                "programs running together reuse the same B columns from L2." + PRECISION_NOTE
+            ),
+            template=TILED_TEMPLATE,
+            params=tile_params(),
+        ),
+        Strategy(
+            name="matmul.split_k",
+            family="matmul",
+            applies="few output tiles (small M or N) against a long K: under one wave of tiles",
+            addresses=("few-waves", "under-utilised", "stall-memory"),
+            explanation=(
+                "Split the K loop across SPLIT_K programs per output tile so that all SMs get "
+                "work; each writes an fp32 partial tile, and a second small kernel sums the "
+                "partials in a fixed order (deterministic, unlike atomics), then applies the "
+                "bias and epilogue (which are not linear, so they must follow the full sum)."
+                + PRECISION_NOTE
+            ),
+            template=SPLIT_K_TEMPLATE,
+            params=(*tile_params(64, 128, 64, 4, 4), Param("SPLIT_K", (2, 4, 8, 16), 4)),
+            applies_to=few_output_tiles,
+        ),
+        Strategy(
+            name="matmul.persistent",
+            family="matmul",
+            applies="many tiles: a launch per tile leaves a ragged last wave",
+            addresses=("few-waves", "low-achieved-occupancy", "under-utilised"),
+            explanation=(
+                "Launch programs_per_sm programs per SM and let each walk the output tiles with "
+                "a grid stride, in grouped order: no tail wave of idle SMs, and the next tile's "
+                "loads start while the previous tile's epilogue drains." + PRECISION_NOTE
+            ),
+            template=PERSISTENT_TEMPLATE,
+            params=(*tile_params(), Param("programs_per_sm", (1, 2), 1)),
+        ),
+    ),
+)

@@ -1,0 +1,86 @@
+"""The "Profiler" pane: the bottleneck diagnosis of the selected candidate and its evidence."""
+
+from __future__ import annotations
+
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from kbtui.formatting import number
+
+# The headline figures of engine.profiler's diagnosis metrics (all in percent of peak).
+HEADLINE_METRICS = (("occupancy", "achieved_occupancy"), ("DRAM", "dram_pct"), ("SM", "sm_pct"))
+TOP_STALLS = 4
+
+
+def metric_text(name: str, value) -> str:
+    if isinstance(value, int | float) and (name.endswith("_pct") or name.endswith("occupancy")):
+        return f"{value:.1f}%"
+    return number(value) if isinstance(value, int | float) else str(value)
+
+
+def hint_text(hint: dict) -> str:
+    """One ncu rule finding: "Rule: what it says (estimated speedup 12%)"."""
+    speedup = hint.get("estimated_speedup")
+    gain = f" (estimated speedup {speedup:.0f}%)" if speedup else ""
+    return f"{hint.get('rule', '?')}: {hint.get('text', '')}{gain}"
+
+
+def bullets(title: str, items: list[str]) -> list[Content]:
+    if not items:
+        return []
+    return [Content.assemble((title, "bold"))] + [Content(f"  • {item}") for item in items]
+
+
+def profile_content(candidate_id: str, profile: dict | None) -> Content:
+    if profile is None:
+        return Content.assemble((f"{candidate_id}: not profiled yet", "$text-muted"))
+    if profile.get("status") == "unavailable":
+        why = profile.get("why") or "no reason given"
+        return Content.assemble(("profiler unavailable: ", "bold $text-warning"), why)
+    metrics = {k: v for k, v in (profile.get("metrics") or {}).items() if v is not None}
+    lines = [
+        Content.assemble(
+            (profile.get("kind") or "diagnosis", "bold $text-accent"),
+            " · ",
+            profile.get("summary") or "",
+        )
+    ]
+    headline = [(label, name) for label, name in HEADLINE_METRICS if name in metrics]
+    if headline:
+        lines.append(
+            Content("   ").join(
+                Content.assemble((f"{label} ", "bold"), metric_text(name, metrics[name]))
+                for label, name in headline
+            )
+        )
+    stalls = (profile.get("stalls") or [])[:TOP_STALLS]
+    if stalls:
+        lines.append(
+            Content.assemble(
+                ("top stalls ", "bold"),
+                ", ".join(f"{reason} {100 * share:.0f}%" for reason, share in stalls),
+            )
+        )
+    lines += bullets("evidence", [str(e) for e in profile.get("evidence") or []])
+    lines += bullets("ncu rule hints", [hint_text(h) for h in profile.get("rule_hints") or []])
+    shown = {name for _, name in headline}
+    others = [f"{n} {metric_text(n, v)}" for n, v in metrics.items() if n not in shown]
+    if others:
+        lines.append(Content.assemble(("metrics ", "bold"), "  ".join(others)))
+    missing = profile.get("missing_metrics") or []
+    if missing:
+        lines.append(Content.assemble(("missing: ", "$text-muted"), ", ".join(missing)))
+    return Content("\n").join(lines)
+
+
+class ProfilerPane(VerticalScroll):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._body = Static(Content.assemble(("select a candidate", "$text-muted")))
+
+    def compose(self):
+        yield self._body
+
+    def show(self, candidate_id: str, detail: dict | None) -> None:
+        self._body.update(profile_content(candidate_id, (detail or {}).get("profile")))

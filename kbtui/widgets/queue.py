@@ -1,0 +1,162 @@
+"""The "Queue" pane: the population as a sortable table whose cursor follows its candidate."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.message import Message
+from textual.widgets import DataTable
+
+from kbtui.formatting import MISSING, compact_interval, number, truncate
+from kbtui.pending import PendingCommands
+
+COLUMNS = (
+    ("id", "id"),
+    ("origin", "origin"),
+    ("parent", "parent"),
+    ("rung", "r"),
+    ("status", "status"),
+    ("score", "score"),
+    ("speedup", "speedup [CI]"),
+    ("flags", "flags"),
+)
+ORIGIN_WIDTH = 13  # the strategy's own name; the Noise pane shows the whole origin
+STATUS_ORDER = ("evaluating", "queued", "promoted", "alive", "done", "pruned", "rejected")
+# Columns that `s` cycles through, each with its natural direction (True: largest first).
+SORT_DIRECTIONS = {
+    "score": True,
+    "speedup": True,
+    "rung": True,
+    "id": False,
+    "status": False,
+    "origin": False,
+    "parent": False,
+    "flags": True,
+}
+
+
+def sort_value(row: dict, column: str):
+    """A comparable value for one column of a snapshot candidate row; unknowns sort last."""
+    if column in ("score", "speedup", "rung"):
+        value = row.get(column)
+        return float("-inf") if value is None else value
+    if column == "status":
+        status = row.get("status")
+        return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
+    if column == "flags":
+        return (bool(row.get("pinned")), bool(row.get("vetoed")))
+    return row.get(column) or ""
+
+
+def flags(row: dict, pending: list[str]) -> str:
+    marks = [name for name in ("pinned", "vetoed") if row.get(name)]
+    marks = ["pin" if m == "pinned" else "veto" for m in marks]
+    return " ".join(marks + [f"{command}…" for command in pending])
+
+
+def cells(row: dict, pending: list[str]) -> list[Text]:
+    values = (
+        row["id"],
+        truncate((row.get("origin") or MISSING).rsplit(".", 1)[-1], ORIGIN_WIDTH),
+        row.get("parent") or MISSING,
+        str(row.get("rung", MISSING)),
+        row.get("status") or MISSING,
+        number(row.get("score")),
+        compact_interval(row.get("speedup"), row.get("speedup_ci")),
+        flags(row, pending),
+    )
+    return [Text(value) for value in values]
+
+
+class CandidateSelected(Message):
+    """The candidate under the Queue's cursor changed (by a key, a click or a refresh)."""
+
+    def __init__(self, candidate_id: str) -> None:
+        super().__init__()
+        self.candidate_id = candidate_id
+
+
+class QueueTable(DataTable):
+    """Rows keyed by candidate id; a refresh redraws changed cells only and keeps the cursor's
+    row under the cursor."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.rows_by_id: dict[str, dict] = {}
+        self.total = 0
+        self.sort_column = "score"
+        self.sort_reverse = SORT_DIRECTIONS["score"]
+        self._shown: dict[str, list[str]] = {}  # plain text of each row's cells, as drawn
+        self._announced: str | None = None
+
+    def on_mount(self) -> None:
+        self.border_title = "Queue"
+        for key, label in COLUMNS:
+            self.add_column(label, key=key)
+
+    @property
+    def selected_id(self) -> str | None:
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def show(self, candidates: list[dict], total: int, pending: PendingCommands) -> None:
+        selected = self.selected_id
+        self.rows_by_id = {row["id"]: row for row in candidates}
+        self.total = total
+        for gone in self._shown.keys() - self.rows_by_id.keys():
+            self.remove_row(gone)
+            del self._shown[gone]
+        for candidate_id in self.rows_by_id:
+            self._draw_row(candidate_id, pending)
+        self._sort_keeping(selected)
+
+    def refresh_flags(self, pending: PendingCommands) -> None:
+        for candidate_id in self.rows_by_id:
+            self._draw_row(candidate_id, pending)
+
+    def sort_by(self, column: str, reverse: bool | None = None) -> None:
+        self.sort_column = column
+        self.sort_reverse = SORT_DIRECTIONS[column] if reverse is None else reverse
+        self._sort_keeping(self.selected_id)
+
+    def cycle_sort(self) -> None:
+        columns = list(SORT_DIRECTIONS)
+        self.sort_by(columns[(columns.index(self.sort_column) + 1) % len(columns)])
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = event.column_key.value
+        self.sort_by(column, not self.sort_reverse if column == self.sort_column else None)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._announce()
+
+    def _announce(self) -> None:
+        if (selected := self.selected_id) is not None and selected != self._announced:
+            self._announced = selected
+            self.post_message(CandidateSelected(selected))
+
+    def _draw_row(self, candidate_id: str, pending: PendingCommands) -> None:
+        new = cells(self.rows_by_id[candidate_id], pending.for_candidate(candidate_id))
+        old = self._shown.get(candidate_id)
+        if old is None:
+            self.add_row(*new, key=candidate_id)
+        else:
+            for (column, _), cell, drawn in zip(COLUMNS, new, old, strict=True):
+                if cell.plain != drawn:
+                    self.update_cell(candidate_id, column, cell)
+        self._shown[candidate_id] = [cell.plain for cell in new]
+
+    def _sort_keeping(self, selected: str | None) -> None:
+        rows, column = self.rows_by_id, self.sort_column
+        self.sort(
+            "id", key=lambda cell: sort_value(rows[cell.plain], column), reverse=self.sort_reverse
+        )
+        arrow = "↓" if self.sort_reverse else "↑"
+        self.border_subtitle = f"{len(rows)} of {self.total} · by {column} {arrow} (s)"
+        if selected in rows:
+            self.move_cursor(row=self.get_row_index(selected))
+        elif rows:
+            self.move_cursor(row=0)
+        self._announce()

@@ -1,0 +1,80 @@
+"""The conv hint family: matching from traced calls, and every strategy's candidates correct on
+the CPU interpreter for the built-in grouped conv (grouped and depthwise sizes) and unseen files."""
+
+import pytest
+from hints_checks import candidate_error, problem
+
+from engine.problems import builtin_names
+from hints import match_problem
+from hints.conv import FAMILY
+
+STRICT = 1e-5  # fp32 accumulation of at most 288 products: observed errors are ~1e-7
+DEPTHWISE_SIZE = dict(n=2, c=4, hw=7, groups=4)  # groupconv's ladder has a depthwise size too
+
+
+def strategy(name):
+    return next(s for s in FAMILY.strategies if s.name == name)
+
+
+def test_matches_only_the_groupconv_problem_among_builtins():
+    matched = {name for name in builtin_names() if FAMILY.match(problem(name))}
+    assert matched == {"groupconv"}
+
+
+def test_groupconv_facts_come_from_the_trace():
+    match = FAMILY.match(problem("groupconv"))
+    assert (match.facts["pad_h"], match.facts["stride_w"], match.facts["dil_h"]) == (1, 1, 1)
+    assert match.facts["forward_body"] == "grouped_conv(x, self.conv.weight, None)"
+    assert ["full", 32, 128, 112, 112, 128, 1, 1, 3, 3] in match.facts["sizes"]
+    assert "conv" in [family.name for family, _ in match_problem(problem("groupconv"))]
+
+
+def test_strategies_that_apply_to_groupconv():
+    match = FAMILY.match(problem("groupconv"))
+    applicable = {s.name for s in FAMILY.strategies if s.applies_to(match)}
+    # 8 channels per group at most: too few for tl.dot's 16-wide tiles.
+    assert applicable == {"conv.direct_tiled", "conv.depthwise_stencil"}
+
+
+POINTS = [
+    ("conv.direct_tiled", {}),
+    ("conv.direct_tiled", {"BLOCK_HW": 64, "BLOCK_CO": 4, "num_warps": 2}),
+    ("conv.depthwise_stencil", {}),
+    ("conv.depthwise_stencil", {"BLOCK_H": 4, "BLOCK_W": 16, "BLOCK_HW": 64}),
+]
+
+
+@pytest.mark.parametrize(("name", "params"), POINTS)
+@pytest.mark.parametrize("size", [None, DEPTHWISE_SIZE], ids=["tiny", "depthwise"])
+def test_strategy_points_are_correct_on_grouped_and_depthwise_sizes(name, params, size, tmp_path):
+    groupconv = problem("groupconv")
+    source = strategy(name).render(FAMILY.match(groupconv), params)
+    assert candidate_error(groupconv, source, tmp_path, size) < STRICT
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"GEMM_BLOCK_HW": 16 * 2, "GEMM_BLOCK_CO": 16, "BLOCK_K": 64}, {"precision": "tf32x3"}],
+)
+def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
+    wide = problem("grouped_conv_wide_relu.py")
+    source = strategy("conv.implicit_gemm").render(FAMILY.match(wide), params)
+    assert candidate_error(wide, source, tmp_path) < STRICT
+
+
+@pytest.mark.parametrize("spec", ["depthwise_conv5x5_stride2.py", "grouped_conv_wide_relu.py"])
+def test_unseen_convolutions_get_correct_candidates(spec, tmp_path):
+    unseen = problem(spec)
+    match = FAMILY.match(unseen)
+    assert match is not None
+    applicable = [s for s in FAMILY.strategies if s.applies_to(match)]
+    assert len(applicable) == 2
+    for s in applicable:
+        assert candidate_error(unseen, s.render(match), tmp_path) < STRICT
+
+
+def test_depthwise_stride_two_facts():
+    facts = FAMILY.match(problem("depthwise_conv5x5_stride2.py")).facts
+    assert (facts["stride_h"], facts["pad_w"]) == (2, 2)
+    assert facts["sizes"][0][6:] == [1, 1, 5, 5]
+    assert facts["forward_body"].endswith("self.conv2d.bias)")

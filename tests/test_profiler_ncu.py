@@ -1,0 +1,246 @@
+"""Running Nsight Compute: the command line, the launcher, and every way profiling can fail.
+
+On a machine without ncu the profile call is made for real and must come back "unavailable". The
+pipeline itself (export, two imports, parse, diagnose) runs against a stand-in `ncu` executable
+that replays the output recorded on the H200, since this machine has neither ncu nor a GPU.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.problems import load_problem
+from engine.profiler import ncu_status, profile
+from engine.profiler.launch import NVTX_RANGE
+from engine.profiler.ncu import (
+    REQUESTED_METRICS,
+    SECTIONS,
+    explain_failure,
+    import_command,
+    ncu_command,
+    run_bounded,
+)
+
+DATA = Path(__file__).parent / "data" / "ncu"
+CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
+RMSNORM = Path(__file__).parents[1] / "engine" / "problems" / "builtin" / "rmsnorm.py"
+REPO = Path(__file__).parents[1]
+
+# A stand-in for ncu: replays the recorded pages on --import, writes a report on --export,
+# answers the probe, and can refuse the counters or hang (FAKE_NCU_MODE).
+FAKE_NCU = f"""#!{sys.executable}
+import json, os, sys, time
+args = sys.argv[1:]
+mode = os.environ.get("FAKE_NCU_MODE", "ok")
+with open(os.environ["FAKE_NCU_LOG"], "a") as log:
+    log.write(json.dumps({{"args": args, "env": sorted(os.environ)}}) + "\\n")
+if mode == "perm":
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+          "Performance Counters on the target device 0.")
+    sys.exit(1)
+if mode == "hang" and "--export" in args:
+    time.sleep(60)
+if "--import" in args:
+    page = args[args.index("--page") + 1]
+    print(open(os.path.join({str(DATA)!r}, "h200_rmsnorm_" + page + ".csv")).read())
+elif "--export" in args:
+    open(args[args.index("--export") + 1] + ".ncu-rep", "w").write("report")
+else:
+    print('"ID","Kernel Name","gpu__time_duration.sum"')
+    print('"0","vectorized_elementwise_kernel","2,080"')
+"""
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    """Put the stand-in ncu first on PATH; forget the cached ncu status before and after."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "ncu"
+    script.write_text(FAKE_NCU)
+    script.chmod(0o755)
+    log = tmp_path / "ncu-calls.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    ncu_status.cache_clear()
+    yield log
+    ncu_status.cache_clear()
+
+
+def calls(log: Path) -> list[dict]:
+    """Each call of the stand-in ncu: {"args": [...], "env": [variable names]}."""
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+# --- the command lines --------------------------------------------------------------------------
+
+
+def test_profile_command_selects_one_nvtx_range_with_the_sections_and_metrics():
+    program = [sys.executable, "-m", "engine.profiler.launch"]
+    command = ncu_command("/usr/bin/ncu", Path("/tmp/x/launch"), program)
+    text = " ".join(command)
+    assert command[0] == "/usr/bin/ncu" and command[-3:] == program
+    assert f"--nvtx --nvtx-include {NVTX_RANGE}/" in text  # trailing "/": a push/pop range
+    assert "--launch-count" in command
+    assert "--clock-control none" in text
+    assert "--target-processes all" in text
+    assert "--export /tmp/x/launch" in text
+    for section in (
+        "SpeedOfLight",
+        "Occupancy",
+        "LaunchStats",
+        "MemoryWorkloadAnalysis",
+        "WarpStateStats",
+        "SchedulerStats",
+    ):
+        assert f"--section {section}" in text
+    assert SECTIONS and command[command.index("--metrics") + 1] == ",".join(REQUESTED_METRICS)
+    for metric in (
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "launch__registers_per_thread",
+        "launch__waves_per_multiprocessor",
+        "sass__inst_executed_register_spilling",
+        "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    ):
+        assert metric in REQUESTED_METRICS
+
+
+def test_import_commands_read_the_report_as_csv_pages():
+    for page in ("raw", "details"):
+        command = import_command("ncu", Path("r.ncu-rep"), page)
+        assert " ".join(command) == f"ncu --import r.ncu-rep --csv --page {page} --print-units base"
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+def test_run_bounded_kills_the_whole_process_group_on_timeout():
+    started = time.monotonic()
+    status, output = run_bounded(["bash", "-c", "sleep 30 & echo $!; wait"], timeout_s=1)
+    assert status is None and time.monotonic() - started < 10
+    grandchild, deadline = int(output.split()[0]), time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:  # it may still be exiting
+        time.sleep(0.05)
+    assert not alive(grandchild), "the grandchild outlived the timeout"
+
+
+def test_failures_are_explained_in_plain_words():
+    perm = explain_failure("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission")
+    assert "performance counters" in perm and "NVreg_RestrictProfilingToAdminUsers=0" in perm
+    assert "LibraryNotLoaded" in explain_failure("==ERROR== LibraryNotLoaded: libnvperf_host.so")
+    no_gpu = explain_failure("RuntimeError: Found no NVIDIA driver on your system.")
+    assert no_gpu.startswith("no CUDA GPU")
+    assert explain_failure("==PROF== Connected\n==ERROR== Unknown option '--bad'\nmore") == (
+        "==ERROR== Unknown option '--bad'"
+    )
+
+
+# --- real calls on this machine -----------------------------------------------------------------
+
+
+def test_profile_never_raises_and_says_why_when_ncu_cannot_run():
+    problem = load_problem(str(RMSNORM))
+    usable, why = ncu_status()
+    result = profile(problem, CANDIDATE, "tiny", timeout_s=240)
+    if usable:  # on the GPU machine: a real diagnosis of the tiny size
+        assert result["status"] == "ok", result
+        assert result["kernel"] == "kb_rmsnorm_dim1" and result["gpu_seconds"] > 0
+    else:
+        assert result == {"status": "unavailable", "why": why, "gpu_seconds": 0.0}
+        assert "ncu" in why or "CUDA" in why
+
+
+def test_ncu_status_is_cached_per_process():
+    assert ncu_status() is ncu_status()
+
+
+def run_launcher(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "engine.profiler.launch", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=240,
+    )
+
+
+def test_launcher_rejects_an_unknown_size(tmp_path):
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(CANDIDATE)
+    done = run_launcher("--problem", str(RMSNORM), "--candidate", str(candidate), "--size", "huge")
+    assert done.returncode == 2
+    assert "no size 'huge'" in done.stderr and "its sizes are: tiny," in done.stderr
+
+
+def test_launcher_runs_one_forward_or_says_there_is_no_gpu(tmp_path):
+    candidate, facts = tmp_path / "candidate.py", tmp_path / "facts.json"
+    candidate.write_text(CANDIDATE)
+    done = run_launcher(
+        "--problem", str(RMSNORM), "--candidate", str(candidate), "--size", "tiny",
+        "--facts", str(facts),
+    )  # fmt: skip
+    if torch.cuda.is_available():
+        assert done.returncode == 0, done.stderr
+        # input and output of (2, 8, 5, 6) fp32: each moved once at least
+        assert json.loads(facts.read_text()) == {"bytes_min": 2 * 2 * 8 * 5 * 6 * 4}
+    else:
+        assert done.returncode == 2 and "no CUDA GPU" in done.stderr
+        assert not facts.exists()
+
+
+# --- the pipeline, against the stand-in ncu -----------------------------------------------------
+
+
+def test_profile_runs_ncu_once_and_reads_the_report_twice(fake_ncu, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-candidates")
+    assert ncu_status()[0]
+    result = profile(load_problem(str(RMSNORM)), CANDIDATE, "small")
+    assert result["status"] == "ok", result
+    assert result["kind"] == "memory-bound" and round(result["metrics"]["dram_pct"], 1) == 84.6
+    assert result["size"] == "small" and result["gpu_seconds"] > 0
+    assert [k["name"] for k in result["kernels"]] == ["kb_rmsnorm_dim1"]
+    assert result["rule_hints"][0]["estimated_speedup"] == 15.41
+    logged = calls(fake_ncu)
+    assert not any("OPENAI_API_KEY" in call["env"] for call in logged)
+    probe, run, raw, details = (call["args"] for call in logged)
+    assert "--clock-control" in probe and "-c" in probe
+    assert run[run.index("--nvtx-include") + 1] == f"{NVTX_RANGE}/"
+    launcher = run[run.index("-m") - 1 :]
+    assert launcher[:3] == [sys.executable, "-m", "engine.profiler.launch"]
+    assert launcher[launcher.index("--size") + 1] == "small"
+    assert (
+        raw[raw.index("--page") + 1] == "raw" and details[details.index("--page") + 1] == "details"
+    )
+
+
+def test_no_permission_for_counters_is_reported(fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "perm")
+    usable, why = ncu_status()
+    assert not usable and "ERR_NVGPUCTRPERM" in why
+    assert profile(load_problem(str(RMSNORM)), CANDIDATE, "tiny") == {
+        "status": "unavailable",
+        "why": why,
+        "gpu_seconds": 0.0,
+    }
+
+
+def test_a_hanging_profile_is_stopped_at_its_timeout(fake_ncu, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    result = profile(load_problem(str(RMSNORM)), CANDIDATE, "tiny", timeout_s=1)
+    assert result["status"] == "unavailable" and "ran past 1 s" in result["why"]
+    assert 1 <= result["gpu_seconds"] < 30

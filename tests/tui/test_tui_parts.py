@@ -1,0 +1,124 @@
+"""The TUI's parts that need no screen: diff alignment, command tracking, the session poller,
+export, the detached resume, the plot, and `kernelbrain attach`'s session lookup."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from engine.cli import UsageError
+from engine.cli.attach import resolve_session
+from engine.session_files import (
+    ExportError,
+    resume_command,
+    start_detached_engine,
+    write_json_atomic,
+)
+from kbtui.diffing import change_counts, side_by_side
+from kbtui.operations import export_candidate
+from kbtui.pending import PendingCommands
+from kbtui.plot import best_speedup_plot
+from kbtui.poller import SessionPoller
+
+
+def test_side_by_side_pairs_changed_lines_and_pads_the_shorter_side():
+    rows = side_by_side(["a", "b", "c"], ["a", "B", "B2", "c"])
+    assert [(r.tag, r.left, r.right) for r in rows] == [
+        ("equal", 0, 0),
+        ("replace", 1, 1),
+        ("replace", None, 2),
+        ("equal", 2, 3),
+    ]
+    assert change_counts(rows) == (2, 1)
+
+
+def test_pending_commands_settle_from_snapshot_rows_or_events():
+    pending = PendingCommands()
+    pin = {"id": "a", "command": "pin", "candidate": "c1", "amount": None}
+    veto = {"id": "b", "command": "veto", "candidate": "c1", "amount": None}
+    pending.add(pin)
+    pending.add(veto)
+    assert pending.for_candidate("c1") == ["pin", "veto"]
+    assert pending.acknowledge(applied=[{"id": "zzz", "status": "applied"}]) == []
+    [by_row] = pending.acknowledge(applied=[{"id": "a", "status": "applied", "message": ""}])
+    assert by_row.describe() == "pin c1 applied"
+    [by_event] = pending.acknowledge(
+        events=[{"kind": "command_rejected", "command": "b", "message": "c1 is the best"}]
+    )
+    assert by_event.describe() == "veto c1 rejected: c1 is the best"
+    assert len(pending) == 0
+
+
+def test_poller_reports_only_what_changed(session):
+    poller = SessionPoller(session)
+    first = poller.poll("c0007")
+    assert first.snapshot["session"] == "rms-demo"
+    assert [e["seq"] for e in first.events] == list(range(13))
+    assert first.running is True
+    assert first.selection.target_ids == {"parent": "c0002", "best": "c0007"}
+    assert "class Model" in first.selection.target_sources["reference"]
+
+    quiet = poller.poll("c0007")
+    assert (quiet.snapshot, quiet.events, quiet.running, quiet.selection) == (None, [], None, None)
+
+    with session.events.open("a") as log:
+        log.write(json.dumps({"seq": 13, "ts": 0.0, "kind": "paused", "message": ""}) + "\n")
+        log.write('{"seq": 14, "ts"')  # torn line: the engine is mid-write
+    snapshot = json.loads(session.snapshot.read_text())
+    snapshot["step"] += 1
+    write_json_atomic(session.snapshot, snapshot)
+    session.lock.unlink()
+    later = poller.poll("c0001")
+    assert later.snapshot["step"] == snapshot["step"]
+    assert [e["seq"] for e in later.events] == [13]
+    assert later.running is False
+    assert later.selection.candidate_id == "c0001"
+    assert later.selection.target_sources["parent"] is None
+
+
+def test_export_writes_the_candidate_source(session, tmp_path):
+    target = export_candidate(session, "c0007", tmp_path)
+    assert target == tmp_path / "rms-demo_c0007.py"
+    source = target.read_text()
+    assert "class ModelNew" in source and "@triton.jit" in source
+    compile(source, str(target), "exec")
+    with pytest.raises(ExportError, match="c9999"):
+        export_candidate(session, "c9999", tmp_path)
+
+
+def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):
+    assert resume_command(session)[-5:] == [
+        "resume",
+        "rms-demo",
+        "--headless",
+        "--sessions-dir",
+        str(session.root.parent),
+    ]
+    process = start_detached_engine(session)
+    try:
+        assert os.getsid(process.pid) == process.pid  # its own session: outlives the TUI
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert session.log.exists()
+
+
+def test_plot_steps_up_with_the_best_speedup():
+    rows = best_speedup_plot([[0.0, 1.0], [5.0, 2.0], [10.0, 2.0]], width=27, height=2).split("\n")
+    assert rows[0].startswith(" 2.00× ")
+    top, bottom = rows[0][7:], rows[1][7:]
+    assert top == " " * 9 + "█" * 11  # 2.00× from 5 GPU-seconds on
+    assert bottom == "█" * 20  # 1.00× from the start: half the height
+    assert rows[-1].endswith("10.0s GPU")
+    assert best_speedup_plot([], 20, 2) == "no evaluations yet"
+
+
+def test_attach_finds_a_session_by_name_or_names_the_choices(session, monkeypatch):
+    monkeypatch.delenv("KERNELBRAIN_SESSIONS", raising=False)
+    sessions_dir = str(session.root.parent)
+    assert resolve_session("rms-demo", sessions_dir).root == session.root
+    with pytest.raises(UsageError, match="no session 'nope'.*sessions there: rms-demo"):
+        resolve_session("nope", sessions_dir)

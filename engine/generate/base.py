@@ -32,6 +32,7 @@ class GenerationRequest:
     slower_siblings: list[dict] = field(default_factory=list)  # {"id","speedup","source"}
     known_sha256: frozenset[str] = frozenset()  # already generated or vetoed: do not repeat
     replies: ReplyStore | None = None  # where the LLM generator keeps raw replies
+    budget_usd_left: float | None = None  # LLM dollars left (None: no limit); 0 stops requests
 
 
 @dataclass
@@ -53,6 +54,7 @@ class GenerationOutcome:
     tokens_out: int = 0
     cost_usd: float = 0.0
     requests: int = 0
+    notes: list[str] = field(default_factory=list)  # one-line remarks for the event log
 
 
 class ReplyStore(Protocol):

@@ -155,6 +155,7 @@ class Engine:
             slower_siblings=siblings,
             known_sha256=frozenset(self.known_sha),
             replies=ReplyTable(self.store),
+            budget_usd_left=self.ledger.left(self.limits)["llm_usd"],
         )
         outcome = self.generator.propose(request)
         self.ledger.charge_generation(

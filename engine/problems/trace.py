@@ -31,9 +31,21 @@ EQUIVALENT_OPS = (
 )
 
 DUNDER_OPS = {
-    "add": "add", "radd": "add", "sub": "sub", "rsub": "sub", "mul": "mul", "rmul": "mul",
-    "truediv": "div", "rtruediv": "div", "div": "div", "pow": "pow", "rpow": "pow",
-    "matmul": "matmul", "rmatmul": "matmul", "neg": "neg",
+    "add": "add",
+    "radd": "add",
+    "sub": "sub",
+    "rsub": "sub",
+    "mul": "mul",
+    "rmul": "mul",
+    "truediv": "div",
+    "rtruediv": "div",
+    "div": "div",
+    "rdiv": "div",
+    "pow": "pow",
+    "rpow": "pow",
+    "matmul": "matmul",
+    "rmatmul": "matmul",
+    "neg": "neg",
 }
 
 
@@ -49,6 +61,12 @@ def canonical_op(func) -> str:
     if name.endswith("_") and not name.endswith("__"):
         name = name[:-1]
     return name
+
+
+def is_reflected(func) -> bool:
+    """`Tensor.__rsub__(x, 2.0)` computes `2.0 - x`: its operands come in swapped order."""
+    name = getattr(func, "__name__", "")
+    return name.startswith("__r") and name.endswith("__") and name[3:-2] in DUNDER_OPS
 
 
 def expand_equivalents(ops) -> frozenset[str]:
@@ -95,8 +113,10 @@ class OperatorRecorder(TorchFunctionMode):
         kwargs = kwargs or {}
         op = canonical_op(func)
         if op not in LAYOUT_OPS:
+            # Operands in the order of the math they compute: `2.0 - x` is sub(2.0, x).
+            operands = (args[1], args[0], *args[2:]) if is_reflected(func) else tuple(args)
             self.calls.append(
-                OpCall(op, describe_arg(tuple(args)), {k: describe_arg(v) for k, v in kwargs.items()})
+                OpCall(op, describe_arg(operands), {k: describe_arg(v) for k, v in kwargs.items()})
             )
         return func(*args, **kwargs)
 

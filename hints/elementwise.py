@@ -1,0 +1,353 @@
+"""Elementwise chains (activations, scalar arithmetic, clamps): flat and persistent kernels, and
+`epilogue_expression`, which turns a traced chain into a Triton expression for fused epilogues."""
+
+from __future__ import annotations
+
+import math
+
+from hints.base import Family, Match, Param, Strategy
+from hints.binding import bind
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+SQRT_HALF = 0.7071067811865476  # 1/sqrt(2), for the exact (erf) GELU
+SQRT_2_OVER_PI = 0.7978845608028654  # sqrt(2/pi), for the tanh-approximated GELU
+
+
+def is_tensor(arg) -> bool:
+    return isinstance(arg, tuple) and len(arg) == 3 and arg[0] == "tensor"
+
+
+def scalar(value) -> str | None:
+    """A Python number as a Triton float literal (parenthesized when negative)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    text = repr(float(value))
+    return f"({text})" if value < 0 else text
+
+
+class Expr:
+    """A Triton expression; `atom` when it needs no parentheses as an operand."""
+
+    def __init__(self, text: str, atom: bool = False):
+        self.text, self.atom = text, atom
+
+    def __str__(self) -> str:
+        return self.text if self.atom else f"({self.text})"
+
+
+def call(name: str, *operands) -> Expr:
+    return Expr(f"{name}({', '.join(str(o) if isinstance(o, Expr) else o for o in operands)})",
+                atom=True)
+
+
+def binary(left, op: str, right) -> Expr:
+    return Expr(f"{left} {op} {right}")
+
+
+def tanh(x: Expr) -> Expr:
+    # The interpreter has no libdevice.tanh; 2*sigmoid(2x) - 1 is exact to fp32 rounding.
+    return binary(binary("2.0", "*", call("tl.sigmoid", binary("2.0", "*", x))), "-", "1.0")
+
+
+def clamp(x: Expr, low, high) -> Expr | None:
+    if low is not None:
+        if (low := scalar(low)) is None:
+            return None
+        x = call("tl.maximum", x, low)
+    if high is not None:
+        if (high := scalar(high)) is None:
+            return None
+        x = call("tl.minimum", x, high)
+    return x
+
+
+def power(x: Expr, exponent) -> Expr | None:
+    """x ** exponent for a scalar exponent, without libdevice.pow (absent in the interpreter)."""
+    if scalar(exponent) is None:
+        return None
+    if exponent == 0.5:
+        return call("tl.sqrt", x)
+    if exponent == -0.5:
+        return call("tl.rsqrt", x)
+    if float(exponent).is_integer() and 1 <= abs(exponent) <= 4:
+        product = Expr(" * ".join([str(x)] * int(abs(exponent))), atom=abs(exponent) == 1)
+        return product if exponent > 0 else binary("1.0", "/", product)
+    if float(exponent).is_integer():
+        return None  # a negative base with a large integer power needs its sign kept
+    # Non-integer power: NaN for negative bases in PyTorch too.
+    return call("tl.exp2", binary(scalar(exponent), "*", call("tl.log2", x)))
+
+
+def scalar_power(base, x: Expr) -> Expr | None:
+    """base ** x for a positive scalar base."""
+    if scalar(base) is None or base <= 0:
+        return None
+    return call("tl.exp2", binary(x, "*", scalar(math.log2(base))))
+
+
+UNARY = {
+    "relu": lambda x: call("tl.maximum", x, "0.0"),
+    "relu6": lambda x: clamp(x, 0.0, 6.0),
+    "sigmoid": lambda x: call("tl.sigmoid", x),
+    "tanh": tanh,
+    "silu": lambda x: binary(x, "*", call("tl.sigmoid", x)),
+    "exp": lambda x: call("tl.exp", x),
+    "exp2": lambda x: call("tl.exp2", x),
+    "log": lambda x: call("tl.log", x),
+    "log2": lambda x: call("tl.log2", x),
+    "sqrt": lambda x: call("tl.sqrt", x),
+    "rsqrt": lambda x: call("tl.rsqrt", x),
+    "abs": lambda x: call("tl.abs", x),
+    "sin": lambda x: call("tl.sin", x),
+    "cos": lambda x: call("tl.cos", x),
+    "erf": lambda x: call("tl.erf", x),
+    "floor": lambda x: call("tl.floor", x),
+    "ceil": lambda x: call("tl.ceil", x),
+    "neg": lambda x: Expr(f"-{x}"),
+    "square": lambda x: binary(x, "*", x),
+    "reciprocal": lambda x: binary("1.0", "/", x),
+    "hardsigmoid": lambda x: clamp(binary(binary(x, "/", "6.0"), "+", "0.5"), 0.0, 1.0),
+    "hardswish": lambda x: binary(x, "*", clamp(binary(binary(x, "/", "6.0"), "+", "0.5"), 0, 1)),
+    "softsign": lambda x: binary(x, "/", binary("1.0", "+", call("tl.abs", x))),
+    "mish": lambda x: binary(x, "*", tanh(softplus(x, 1.0, 20.0))),
+}
+
+
+def softplus(x: Expr, beta, threshold) -> Expr | None:
+    if scalar(beta) is None or scalar(threshold) is None:
+        return None
+    scaled = binary(x, "*", scalar(beta))
+    smooth = binary(call("tl.log", binary("1.0", "+", call("tl.exp", scaled))), "/", scalar(beta))
+    return call("tl.where", binary(scaled, ">", scalar(threshold)), x, smooth)
+
+
+def elu(x: Expr, alpha) -> Expr | None:
+    if scalar(alpha) is None:
+        return None
+    negative = binary(scalar(alpha), "*", binary(call("tl.exp", x), "-", "1.0"))
+    return call("tl.where", binary(x, ">", "0.0"), x, negative)
+
+
+def gelu(x: Expr, approximate) -> Expr | None:
+    if approximate == "tanh":
+        inner = binary(scalar(SQRT_2_OVER_PI), "*", binary(x, "+", binary(
+            "0.044715", "*", binary(binary(x, "*", x), "*", x))))
+        return binary(binary("0.5", "*", x), "*", binary("1.0", "+", tanh(inner)))
+    if approximate not in (None, "none"):
+        return None
+    return binary(binary("0.5", "*", x), "*",
+                  binary("1.0", "+", call("tl.erf", binary(x, "*", scalar(SQRT_HALF)))))
+
+
+def arithmetic(op: str, x: Expr, other, tensor_first: bool, alpha) -> Expr | None:
+    """add/sub/mul/div/pow of the chain value and a scalar, in either operand order."""
+    if scalar(other) is None or scalar(alpha) is None:
+        return None
+    if op in ("add", "sub") and alpha != 1:
+        if not tensor_first:
+            return None  # alpha scales the second operand: the tensor here
+        other = other * alpha
+    if op == "pow":
+        return power(x, other) if tensor_first else scalar_power(other, x)
+    symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[op]
+    left, right = (x, scalar(other)) if tensor_first else (scalar(other), x)
+    return binary(left, symbol, right)
+
+
+def argument(call_args: tuple, kwargs: dict, index: int, name: str, default):
+    """A call's argument by position (after the tensor) or keyword."""
+    if name in kwargs:
+        return kwargs[name]
+    return call_args[index] if index < len(call_args) else default
+
+
+def step(op: str, x: Expr, args: tuple, kwargs: dict, tensor_first: bool) -> Expr | None:
+    """Apply one traced call to the chain value; `args` are the call's non-tensor operands."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "inplace"}
+    if op in UNARY and not args and not kwargs:
+        return UNARY[op](x)
+    if op in ("add", "sub", "mul", "div", "pow") and len(args) == 1:
+        if kwargs.get("rounding_mode") is not None:
+            return None
+        return arithmetic(op, x, args[0], tensor_first, kwargs.get("alpha", 1))
+    if op in ("rsub", "rdiv") and len(args) == 1:  # torch.rsub(x, s) = s - x
+        return arithmetic(op[1:], x, args[0], tensor_first=False, alpha=kwargs.get("alpha", 1))
+    if op == "clamp":
+        low, high = argument(args, kwargs, 0, "min", None), argument(args, kwargs, 1, "max", None)
+        return clamp(x, low, high)
+    if op in ("clamp_min", "clamp_max"):
+        value = argument(args, kwargs, 0, op[-3:], None)
+        return clamp(x, value, None) if op == "clamp_min" else clamp(x, None, value)
+    if op == "hardtanh":
+        return clamp(x, argument(args, kwargs, 0, "min_val", -1.0),
+                     argument(args, kwargs, 1, "max_val", 1.0))
+    if op == "leaky_relu":
+        slope = scalar(argument(args, kwargs, 0, "negative_slope", 0.01))
+        return None if slope is None else call(
+            "tl.where", binary(x, ">=", "0.0"), x, binary(x, "*", slope))
+    if op == "threshold":
+        threshold, value = argument(args, kwargs, 0, "threshold", None), argument(
+            args, kwargs, 1, "value", None)
+        if scalar(threshold) is None or scalar(value) is None:
+            return None
+        return call("tl.where", binary(x, ">", scalar(threshold)), x, scalar(value))
+    if op in ("elu", "celu"):
+        return elu(x, argument(args, kwargs, 0, "alpha", 1.0))
+    if op == "selu":
+        return binary("1.0507009873554805", "*", elu(x, 1.6732632423543772))
+    if op == "softplus":
+        return softplus(x, argument(args, kwargs, 0, "beta", 1.0),
+                        argument(args, kwargs, 1, "threshold", 20.0))
+    if op == "gelu":
+        return gelu(x, argument(args, kwargs, 0, "approximate", "none"))
+    return None
+
+
+def epilogue_expression(calls, var: str = "acc") -> str | None:
+    """A Triton expression in `var` for a chain of traced elementwise calls, each applied to the
+    previous result (e.g. relu then / 2.0 -> "tl.maximum(acc, 0.0) / 2.0"); None when a call is
+    not a floating-point elementwise op of one tensor and scalars."""
+    expr = Expr(var, atom=True)
+    for traced in calls:
+        tensors = [i for i, a in enumerate(traced.args) if is_tensor(a)]
+        if len(tensors) != 1 or any(is_tensor(v) for v in traced.kwargs.values()):
+            return None
+        if traced.args[tensors[0]][2] not in FLOAT_DTYPES:
+            return None
+        others = tuple(a for i, a in enumerate(traced.args) if i != tensors[0])
+        expr = step(traced.op, expr, others, dict(traced.kwargs), tensor_first=tensors[0] == 0)
+        if expr is None:
+            return None
+    return expr.text if calls else None
+
+
+def match(problem) -> Match | None:
+    """An elementwise chain on one tensor whose shape is the output's."""
+    label = problem.smallest.label
+    calls = problem.calls.get(label, [])
+    expression = epilogue_expression(calls, var="x")
+    if expression is None:
+        return None
+    first = next(a for a in calls[0].args if is_tensor(a))
+    out_shape, out_dtype = problem.output_specs[label][0]
+    if list(first[1]) != list(out_shape) or len(problem.output_specs[label]) != 1:
+        return None
+    binding = bind(problem)
+    if binding is None or not binding.operands or not any(binding.operands[0]):
+        return None
+    return Match("elementwise", {
+        "expression": expression,
+        "ops": [c.op for c in calls],
+        "init_source": binding.init_source,
+        "forward_params": binding.forward_params,
+        "input": next(name for name in binding.operands[0] if name),
+    })
+
+
+MODEL = '''
+
+class ModelNew(nn.Module):
+$init_source
+    def forward($forward_params):
+        x = $input.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+'''
+
+FLAT_TEMPLATE = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    # int64 offsets: tensors past 2**31 elements would overflow int32 index math.
+    offsets = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offsets).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + offsets, mask=offsets < n_elements, other=0.0).to(tl.float32)
+    y = $expression
+    if EVEN:
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty))
+    else:
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=offsets < n_elements)
+''' + MODEL + '''        grid = (triton.cdiv(n, $BLOCK),)
+        elementwise_kernel[grid](
+            x, out, n, BLOCK=$BLOCK, EVEN=n % $BLOCK == 0, num_warps=$num_warps
+        )
+        return out
+'''
+
+PERSISTENT_TEMPLATE = '''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+SMS_ON_CPU = 2  # the interpreter: a couple of programs
+
+
+@triton.jit
+def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    # Grid-stride over full tiles without masks; program 0 finishes the ragged tail.
+    num_full = n_elements // BLOCK
+    for tile in range(tl.program_id(0), num_full, tl.num_programs(0)):
+        offsets = tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offsets).to(tl.float32)
+        y = $expression
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty))
+    if tl.program_id(0) == 0:
+        offsets = tl.cast(num_full, tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n_elements
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        y = $expression
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+''' + MODEL + '''        sms = SMS_ON_CPU if not x.is_cuda else (
+            torch.cuda.get_device_properties(x.device).multi_processor_count)
+        grid = (max(1, min(triton.cdiv(n, $BLOCK), sms * $programs_per_sm)),)
+        elementwise_kernel[grid](x, out, n, BLOCK=$BLOCK, num_warps=$num_warps)
+        return out
+'''
+
+BLOCKS = (512, 1024, 2048, 4096, 8192)
+WARPS = (2, 4, 8, 16)
+
+FAMILY = Family(
+    name="elementwise",
+    description="Elementwise chains on one tensor: activations, scalar arithmetic, clamps.",
+    match=match,
+    strategies=(
+        Strategy(
+            name="elementwise.flat_blocked",
+            family="elementwise",
+            applies="any elementwise chain: one program per block of elements",
+            addresses=("memory-bound", "multi-pass", "uncoalesced"),
+            explanation=(
+                "Fuse the whole chain into one kernel: one read and one write per element, "
+                "computed in fp32 registers. Each program handles BLOCK contiguous elements "
+                "(BLOCK / (32 * num_warps) per thread, so 16-byte vector loads); the mask is "
+                "compiled out when the size is a multiple of BLOCK."
+            ),
+            template=FLAT_TEMPLATE,
+            params=(Param("BLOCK", BLOCKS, 4096), Param("num_warps", WARPS, 8)),
+        ),
+        Strategy(
+            name="elementwise.persistent_grid_stride",
+            family="elementwise",
+            applies="large tensors, where launching millions of short programs costs tail effects",
+            addresses=("memory-bound", "few-waves", "low-achieved-occupancy"),
+            explanation=(
+                "Launch a few programs per SM that stride over the tensor in BLOCK-sized tiles: "
+                "unmasked loads for full tiles, one masked tile at the end. Fewer, longer "
+                "programs keep memory requests in flight and remove scheduling overhead."
+            ),
+            template=PERSISTENT_TEMPLATE,
+            params=(
+                Param("BLOCK", BLOCKS, 4096),
+                Param("num_warps", WARPS, 8),
+                Param("programs_per_sm", (1, 2, 4, 8), 4),
+            ),
+        ),
+    ),
+)

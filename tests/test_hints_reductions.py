@@ -1,0 +1,125 @@
+"""The reduction hint family: matching from traced calls, and every strategy's candidates correct
+on the CPU interpreter for the built-in problems and for unseen KernelBench files."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from hints_checks import candidate_error, load_source
+
+from engine.problems import builtin_names, load_problem
+from hints import match_problem
+from hints.reductions import FAMILY
+
+UNSEEN = Path(__file__).parent / "problems_unseen"
+STRICT = 1e-5  # fp32 reductions over a few hundred values: observed errors are ~1e-7
+
+
+def problem(spec: str):
+    return load_problem(str(UNSEEN / spec) if spec.endswith(".py") else spec)
+
+
+def strategy(name):
+    return next(s for s in FAMILY.strategies if s.name == name)
+
+
+def test_matches_softmax_and_rmsnorm_only_among_builtins():
+    matched = {name for name in builtin_names() if FAMILY.match(problem(name))}
+    assert matched == {"softmax", "rmsnorm"}
+
+
+def test_registered_in_the_hint_library():
+    assert "reduction" in [family.name for family, _ in match_problem(problem("rmsnorm"))]
+
+
+def test_rmsnorm_facts_come_from_the_trace():
+    facts = FAMILY.match(problem("rmsnorm")).facts
+    assert (facts["op"], facts["dims"], facts["eps"]) == ("rmsnorm", [1], 1e-5)
+    assert [112, 64, 512 * 512] in facts["views"]  # (outer, R, inner) of the full size
+
+
+@pytest.mark.parametrize(
+    ("spec", "op", "dims"),
+    [
+        ("softmax", "softmax", [1]),
+        ("log_softmax_dim0.py", "log_softmax", [0]),
+        ("layernorm.py", "layernorm", [1, 2, 3]),
+        ("l2norm.py", "l2norm", [1]),
+        ("rmsnorm_lastdim.py", "rmsnorm", [2]),
+    ],
+)
+def test_recognises_the_normalization_and_its_axis(spec, op, dims):
+    facts = FAMILY.match(problem(spec)).facts
+    assert (facts["op"], facts["dims"]) == (op, dims)
+
+
+@pytest.mark.parametrize("spec", ["gelu.py", "matvec_1d.py", "linear_relu_div", "groupconv"])
+def test_does_not_match_other_families(spec):
+    assert FAMILY.match(problem(spec)) is None
+
+
+def test_strategies_follow_the_layout():
+    applicable = {
+        spec: {s.name for s in FAMILY.strategies if s.applies_to(FAMILY.match(problem(spec)))}
+        for spec in ("softmax", "rmsnorm", "rmsnorm_lastdim.py")
+    }
+    assert applicable["rmsnorm"] == {"reduction.channel_tile"}
+    assert "reduction.online_single_pass" in applicable["softmax"]
+    assert "reduction.split_row" in applicable["softmax"]  # 16 x 16384 rows in its ladder
+    assert "reduction.whole_row" not in applicable["softmax"]  # 393216-long rows: no registers
+    assert "reduction.whole_row" in applicable["rmsnorm_lastdim.py"]
+
+
+POINTS = [
+    ("rmsnorm_lastdim.py", "reduction.whole_row", {}),
+    ("rmsnorm_lastdim.py", "reduction.whole_row", {"ROWS": 2, "num_warps": 2}),
+    ("softmax", "reduction.looped_two_pass", {}),
+    ("softmax", "reduction.looped_two_pass", {"BLOCK": 128, "num_stages": 1}),
+    ("softmax", "reduction.online_single_pass", {}),
+    ("softmax", "reduction.online_single_pass", {"BLOCK": 128, "num_warps": 4}),
+    ("softmax", "reduction.split_row", {}),
+    ("softmax", "reduction.split_row", {"BLOCK": 128, "WAVES": 2}),  # two splits per row
+    ("rmsnorm", "reduction.channel_tile", {}),
+    ("rmsnorm", "reduction.channel_tile", {"ELEMENTS_PER_PROGRAM": 128, "num_warps": 2}),
+]
+
+
+@pytest.mark.parametrize(("spec", "name", "params"), POINTS)
+def test_strategy_points_are_correct_on_the_tiny_size(spec, name, params, tmp_path):
+    target = problem(spec)
+    source = strategy(name).render(FAMILY.match(target), params)
+    assert candidate_error(target, source, tmp_path) < STRICT
+
+
+def test_one_candidate_serves_another_size_of_the_ladder(tmp_path):
+    softmax = problem("softmax")
+    source = strategy("reduction.online_single_pass").render(FAMILY.match(softmax))
+    assert candidate_error(softmax, source, tmp_path, dict(batch=3, dim=9000)) < STRICT
+
+
+@pytest.mark.parametrize(
+    "spec", ["log_softmax_dim0.py", "layernorm.py", "l2norm.py", "rmsnorm_lastdim.py"]
+)
+def test_unseen_normalizations_get_correct_candidates(spec, tmp_path):
+    unseen = problem(spec)
+    match = FAMILY.match(unseen)
+    applicable = [s for s in FAMILY.strategies if s.applies_to(match)]
+    assert applicable
+    for s in applicable:
+        assert candidate_error(unseen, s.render(match), tmp_path) < STRICT, s.name
+
+
+@pytest.mark.parametrize("name", ["reduction.looped_two_pass", "reduction.split_row"])
+def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
+    layernorm = problem("layernorm.py")
+    candidate = load_source(strategy(name).render(FAMILY.match(layernorm)), tmp_path)
+    torch.manual_seed(0)
+    reference = torch.nn.LayerNorm((4, 5, 6)).double()
+    with torch.no_grad():
+        reference.weight.normal_()
+        reference.bias.normal_()
+    new = candidate.ModelNew((4, 5, 6))
+    new.load_state_dict({f"ln.{k}": v.float() for k, v in reference.state_dict().items()})
+    x = torch.randn(3, 4, 5, 6) * 3 + 100  # a mean far from zero: no cancellation allowed
+    expected = reference(x.double())
+    assert (new(x).double() - expected).abs().max() / expected.abs().max() < STRICT

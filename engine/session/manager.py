@@ -27,6 +27,10 @@ def existing_session(name: str, sessions_dir: str | None = None) -> SessionPaths
 
 
 def make_generator(meta: dict, problem):
+    if meta["generator"] == "replay":
+        from engine.bench.replay import ReplayGenerator
+
+        return ReplayGenerator(meta["replay_from"])
     if meta["generator"] == "offline":
         from engine.generate.offline import OfflineGenerator
 
@@ -45,8 +49,12 @@ def create_session(
     limits: dict,
     model: str | None = None,
     api_base: str | None = None,
+    ladder: list[RungSpec] | None = None,
+    replay_from: str | None = None,
 ) -> None:
-    """Check everything that can fail before any budget is spent, then write the new session."""
+    """Check everything that can fail before any budget is spent, then write the new session.
+    `ladder` replaces the default ladder; generator "replay" replays the candidates of the
+    session folder `replay_from` (the bench's flat-versus-ladder ablation)."""
     from engine.backends import resolve_backend
     from engine.problems import load_problem
     from engine.search.rungs import default_ladder
@@ -61,9 +69,10 @@ def create_session(
         "generator": generator,
         "model": model,
         "api_base": api_base,
+        "replay_from": replay_from,
         "seed": seed,
         "limits": limits,
-        "ladder": [asdict(r) for r in default_ladder(problem, backend_name)],
+        "ladder": [asdict(r) for r in ladder or default_ladder(problem, backend_name)],
         "created_at": time.time(),
     }
     gen = make_generator(meta, problem)

@@ -22,6 +22,12 @@ SIZES = {
 }
 
 
+# Normalized-error tolerance (the gate also allows twice PyTorch's own error on the same inputs).
+TOLERANCE = 1e-5
+# The traced operators plus the fused ones that compute the same normalization.
+REPLACES = ("pow", "mean", "add", "sqrt", "div", "rsqrt", "rms_norm")
+
+
 def get_inputs(n=112, c=64, h=512, w=512):
     return [torch.randn(n, c, h, w)]
 

@@ -1,0 +1,167 @@
+"""The real backends: `cuda` (timings on a GPU) and `cpu` (the Triton interpreter: real execution
+and correctness, timings that mean nothing and say so). Candidates run only in workers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from engine.gate.static import static_check
+from engine.jobs import EvalJob, EvalResult, ShapeTiming
+from engine.problems import Problem, Size
+from engine.timing.stats import speedup_interval, summarize
+from engine.worker.client import Timeouts, WorkerClient
+
+# One lock per GPU: timing is exclusive there (checks in the check worker may overlap).
+_GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
+# Offsets that keep the seeds of checks, timing inputs and the re-check apart.
+CHECK_SEED_STRIDE, TIMING_SEED_OFFSET, RECHECK_SEED_OFFSET = 7919, 104729, 1299709
+
+
+def check_seeds(seed: int, count: int) -> list[int]:
+    return [seed * CHECK_SEED_STRIDE + i for i in range(count)]
+
+
+class LocalBackend:
+    """Gate and time candidates in worker subprocesses on this machine."""
+
+    def __init__(
+        self, device: str = "cuda", gpu: int = 0, timeouts: Timeouts | None = None,
+        isolate_network: bool = True, profile_timeout_s: float = 300.0,
+    ):  # fmt: skip
+        if device not in ("cuda", "cpu"):
+            raise ValueError(f"LocalBackend runs on 'cuda' or 'cpu', not {device!r}")
+        self.name = device
+        self.device = device
+        self.gpu = gpu
+        self.timings_meaningful = device == "cuda"
+        self.profile_timeout_s = profile_timeout_s
+        timeouts = timeouts or Timeouts()
+        self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts,
+                                          isolate_network)  # fmt: skip
+        # On cuda a second worker compiles and checks while the first one times; on cpu there is
+        # one worker (two cores, and timings there mean nothing).
+        self.check_worker = (
+            WorkerClient(device, gpu, timeouts, isolate_network) if device == "cuda"
+            else self.timing_worker
+        )  # fmt: skip
+
+    @property
+    def isolation(self) -> dict:
+        return self.timing_worker.isolation
+
+    def sizes_for(self, problem: Problem, labels) -> list[Size]:
+        """The rung's sizes; on cpu the problem's tiny ones stand in for larger sizes."""
+        sizes = [problem.size(label) for label in labels]
+        if self.device == "cpu" and any(s.tier != "tiny" for s in sizes):
+            return problem.tier("tiny") or [problem.smallest]
+        return sizes
+
+    def _request(self, problem: Problem, source: str, sizes: list[Size], **extra) -> dict:
+        return {
+            "problem_path": str(problem.path),
+            "source": source,
+            "device": self.device,
+            "replaces": list(problem.replaces),
+            "tolerance": problem.tolerance,
+            "sizes": [{"label": s.label, "params": s.params} for s in sizes],
+            "check_seeds": [],
+            "timing": None,
+            **extra,
+        }
+
+    def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
+              seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
+        """The gate alone: static rules, then the correctness check in the check worker."""
+        rejection = static_check(problem, source)
+        if rejection:
+            return EvalResult(False, rejection.reason, rejection.message,
+                              meaningful=self.timings_meaningful)  # fmt: skip
+        sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
+        request = self._request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
+        return self._result(self.check_worker.run(request))
+
+    def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
+        sizes = self.sizes_for(problem, job.rung.size_labels)
+        seeds = check_seeds(job.seed, job.rung.check_seeds) if job.check else []
+        timing = {
+            "seed": job.seed + TIMING_SEED_OFFSET,
+            "recheck_seed": job.seed + RECHECK_SEED_OFFSET,
+            "warmup": job.rung.warmup,
+            "reps": job.rung.reps,
+            "input_sets": job.rung.input_sets,
+            "interleave": job.rung.interleave,
+        }
+        rejection = static_check(problem, job.source)
+        if rejection:
+            return EvalResult(False, rejection.reason, rejection.message,
+                              meaningful=self.timings_meaningful)  # fmt: skip
+        if self.check_worker is self.timing_worker:
+            request = self._request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
+            with self._gpu_lock():
+                result = self._result(self.timing_worker.run(request))
+        else:
+            result = self._result(self.check_worker.run(
+                self._request(problem, job.source, sizes, check_seeds=seeds)
+            )) if seeds else EvalResult(True)  # fmt: skip
+            if not result.passed:
+                return result
+            with self._gpu_lock():
+                timed = self._result(self.timing_worker.run(
+                    self._request(problem, job.source, sizes, timing=timing)
+                ))  # fmt: skip
+            timed.gpu_seconds = _add(result.gpu_seconds, timed.gpu_seconds)
+            if seeds:
+                timed.error = max(result.error or 0.0, timed.error or 0.0)
+            result = timed
+        if result.passed and job.rung.profile:
+            result.profile = self._profile(problem, job.source, sizes[-1].label, result)
+        return result
+
+    def _gpu_lock(self) -> threading.Lock:
+        return _GPU_LOCKS[self.gpu if self.device == "cuda" else -1]
+
+    def _profile(self, problem: Problem, source: str, label: str, result: EvalResult) -> dict:
+        if self.device != "cuda":
+            return {"status": "unavailable", "why": "cpu backend has no GPU"}
+        try:
+            from engine.profiler import profile
+        except ImportError as exc:
+            return {"status": "unavailable", "why": f"engine.profiler cannot be imported: {exc}"}
+        start = time.monotonic()
+        with self._gpu_lock():
+            diagnosis = profile(problem, source, label, timeout_s=self.profile_timeout_s)
+        seconds = diagnosis.get("gpu_seconds", time.monotonic() - start)
+        result.gpu_seconds = _add(result.gpu_seconds, {"profile": seconds})
+        return diagnosis
+
+    def _result(self, raw: dict) -> EvalResult:
+        timings = [_shape_timing(label, s["cand"], s["ref"]) for label, s in raw["samples"].items()]
+        return EvalResult(
+            passed=raw["passed"],
+            reason=raw["reason"],
+            message=raw["message"],
+            error=raw["error"],
+            tolerance=raw["tolerance"],
+            timings=timings,
+            gpu_seconds=raw["gpu_seconds"],
+            meaningful=self.timings_meaningful,
+            precision=raw["precision"],
+        )
+
+    def close(self) -> None:
+        self.timing_worker.close()
+        self.check_worker.close()
+
+
+def _shape_timing(label: str, cand: list[float], ref: list[float]) -> ShapeTiming:
+    speedup, interval = speedup_interval(ref, cand)
+    return ShapeTiming(label, cand, ref, summarize(cand), summarize(ref), speedup, interval)
+
+
+def _add(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0.0) + v
+    return out

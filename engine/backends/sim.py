@@ -1,0 +1,99 @@
+"""The `sim` backend: deterministic synthetic timings from the candidate's hash and the seed.
+
+For testing and demonstrating the scheduler without a GPU: the same candidate, seed, rung and
+size always give the same samples; nothing reads a clock, runs a subprocess or computes with
+torch. The static gate is the real one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+
+from engine.gate.static import static_check
+from engine.jobs import EvalJob, EvalResult, ShapeTiming
+from engine.problems import Problem
+from engine.timing.stats import speedup_interval, summarize
+
+# Share of candidates that fail correctness, and the reasons they fail with.
+FAIL_FRACTION = 0.08
+FAIL_REASONS = ("wrong_output", "compile_error", "unwritten_output", "timeout")
+# Fewer bootstrap resamples than real timing: the scheduler benchmark runs 10,000 candidates.
+SIM_RESAMPLES = 100
+# Synthetic device: a fixed launch overhead plus a copy-bandwidth-like cost per element.
+LAUNCH_MS, MS_PER_ELEMENT = 0.005, 2e-9
+PROFILE_SECONDS = 8.0
+
+
+def _unit(*parts) -> float:
+    """A uniform number in [0, 1) determined by `parts`."""
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64
+
+
+def _normal(*parts) -> float:
+    u1, u2 = _unit(*parts, "a"), _unit(*parts, "b")
+    return math.sqrt(-2.0 * math.log(1.0 - u1)) * math.cos(2.0 * math.pi * u2)
+
+
+def reference_ms(problem: Problem, label: str) -> float:
+    params = problem.size(label).params
+    elements = math.prod(v for v in params.values() if isinstance(v, int)) or 1
+    return LAUNCH_MS + MS_PER_ELEMENT * elements
+
+
+class SimBackend:
+    name = "sim"
+    timings_meaningful = True  # synthetic, but standing in for real measurements
+
+    def __init__(self):
+        self._gate_cache: dict[tuple[str, str], object] = {}
+
+    def _static(self, problem: Problem, job: EvalJob):
+        key = (problem.name, job.sha256)
+        if key not in self._gate_cache:
+            self._gate_cache[key] = static_check(problem, job.source)
+        return self._gate_cache[key]
+
+    def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
+        rejection = self._static(problem, job)
+        if rejection:
+            return EvalResult(False, rejection.reason, rejection.message)
+        sha = job.sha256
+        compile_s = 0.5 + 1.5 * _unit(sha, "compile")
+        if job.check and _unit(sha, "fails") < FAIL_FRACTION:
+            reason = FAIL_REASONS[int(_unit(sha, "reason") * len(FAIL_REASONS))]
+            return EvalResult(
+                False, reason, f"simulated {reason} (sim backend, from the candidate's hash)",
+                gpu_seconds={"compile": compile_s},
+            )  # fmt: skip
+        quality = math.exp(0.5 * _normal(sha, "quality"))  # true speedup over the reference
+        cv = 0.01 + 0.06 * _unit(sha, "noise")
+        rng = random.Random(_unit(sha, job.seed, job.rung.index))
+        timings, check_s, time_s = [], 0.0, 0.0
+        for label in job.rung.size_labels:
+            ref = reference_ms(problem, label)
+            cand = ref / (quality * math.exp(0.1 * _normal(sha, "size", label)))
+            cand_ms = [cand * math.exp(rng.gauss(0.0, cv)) for _ in range(job.rung.reps)]
+            ref_ms = [ref * math.exp(rng.gauss(0.0, 0.02)) for _ in range(job.rung.reps)]
+            speedup, interval = speedup_interval(ref_ms, cand_ms, resamples=SIM_RESAMPLES)
+            timings.append(ShapeTiming(
+                label, cand_ms, ref_ms, summarize(cand_ms, SIM_RESAMPLES),
+                summarize(ref_ms, SIM_RESAMPLES), speedup, interval,
+            ))  # fmt: skip
+            warm = job.rung.warmup * (cand + ref)
+            time_s += (sum(cand_ms) + sum(ref_ms) + warm) / 1e3
+            check_s += job.rung.check_seeds * 20 * (cand + ref) / 1e3 if job.check else 0.0
+        gpu_seconds = {"compile": compile_s, "check": check_s, "time": time_s}
+        profile = None
+        if job.rung.profile:
+            gpu_seconds["profile"] = PROFILE_SECONDS
+            profile = {"status": "unavailable", "why": "sim backend has no GPU to profile"}
+        return EvalResult(
+            True, error=1e-7 * _unit(sha, "error"), tolerance=1e-5, timings=timings,
+            gpu_seconds=gpu_seconds, profile=profile, precision="fp32",
+        )  # fmt: skip
+
+    def close(self) -> None:
+        pass

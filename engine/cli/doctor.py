@@ -1,0 +1,52 @@
+"""`kernelbrain doctor`: what this machine offers the search, and what is missing."""
+
+from __future__ import annotations
+
+import os
+
+from engine.backends import resolve_backend
+from engine.worker.sandbox import NETNS_SWITCH, is_credential, worker_command
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("doctor", help="report GPU, versions, ncu, backend and isolation")
+    p.set_defaults(handler=run)
+
+
+def ncu_line() -> str:
+    try:
+        from engine.profiler.ncu import ncu_status
+    except ImportError as exc:
+        return f"unknown (engine.profiler is not available: {exc})"
+    ok, detail = ncu_status()
+    return f"{'yes' if ok else 'no'}: {detail}"
+
+
+def run(args) -> int:
+    import torch
+    import triton
+
+    cuda = torch.cuda.is_available()
+    gpu = torch.cuda.get_device_name(0) if cuda else "none (PyTorch sees no GPU)"
+    rows = [
+        ("GPU", gpu),
+        ("CUDA", torch.version.cuda or "none (CPU build of PyTorch)"),
+        ("torch", torch.__version__),
+        ("triton", triton.__version__),
+        ("ncu", ncu_line() if cuda else "not checked (no GPU)"),
+        ("backend auto", resolve_backend("auto")),
+        (
+            "worker network",
+            "own network namespace (unshare --net --map-root-user)"
+            if worker_command(isolate_network=True)[0] == "unshare"
+            else f"shared with the engine (no user namespaces, or {NETNS_SWITCH}=0); sockets "
+            "blocked by an audit hook",
+        ),
+        ("worker sandbox", "audit hook blocks processes, ctypes and file writes from candidates"),
+        ("worker env", "API keys, tokens and provider variables removed"),
+        ("keys set", ", ".join(sorted(k for k in os.environ if is_credential(k))) or "none"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0

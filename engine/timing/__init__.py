@@ -1,0 +1,1 @@
+"""Timing: interleaved measurement inside a worker (bench) and robust statistics (stats)."""

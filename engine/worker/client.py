@@ -1,0 +1,201 @@
+"""The engine's side of a worker: start it, send a request, hold each phase to a hard deadline,
+and turn a hang, a crash or a dead CUDA context into a rejection and a restarted worker."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from engine.worker.sandbox import worker_command, worker_environment
+
+# What each phase the worker announces is counted as in the budget ledger.
+PHASE_ACTIVITY = {"compile": "compile", "run": "check", "time": "time"}
+STDERR_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Hard deadlines in seconds, one per phase."""
+
+    start_s: float = 180.0  # a fresh worker importing torch and triton
+    compile_s: float = 180.0  # importing the candidate and its first launch (compiles kernels)
+    run_s: float = 120.0  # each further run of the check (float64 reference included)
+    time_s: float = 300.0  # timing one size
+
+    def for_phase(self, phase: str) -> float:
+        return {"compile": self.compile_s, "run": self.run_s, "time": self.time_s}[phase]
+
+
+def _failure(reason: str, message: str) -> dict:
+    return {
+        "passed": False, "reason": reason, "message": message, "error": None,
+        "tolerance": None, "precision": "fp32", "samples": {}, "fatal": True,
+    }  # fmt: skip
+
+
+class WorkerClient:
+    """One worker subprocess on one device; `run` never raises for a bad candidate."""
+
+    def __init__(
+        self, device: str = "cpu", gpu: int | None = None, timeouts: Timeouts | None = None,
+        isolate_network: bool = True,
+    ):  # fmt: skip
+        self.device = device
+        self.gpu = gpu
+        self.timeouts = timeouts or Timeouts()
+        self.isolate_network = isolate_network
+        self.proc: subprocess.Popen | None = None
+        self.isolation: dict = {}
+        self.starts = 0  # worker processes started: every one after the first is a restart
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc and self.proc.poll() is None else None
+
+    def _start(self) -> str | None:
+        """Start a worker and wait for its `ready`; an error message when it does not come."""
+        env = worker_environment(self.device)
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        command = worker_command(self.isolate_network)
+        self.starts += 1
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, text=True, bufsize=1, start_new_session=True,
+        )  # fmt: skip
+        self._messages: queue.Queue = queue.Queue()
+        self._stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
+        threading.Thread(target=self._read_stdout, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True).start()
+        message = self._next(time.monotonic() + self.timeouts.start_s)
+        if message is None or message.get("event") != "ready":
+            self._kill()
+            return "the worker did not start: " + (self._stderr_tail() or "no output")
+        self.isolation = {
+            "network": "namespace (loopback only)"
+            if message["interfaces"] in ([], ["lo"])
+            else "not isolated (no user/network namespace here); audit hook blocks sockets",
+            "audit_hook": message["audit_hook"],
+            "command": " ".join(command[:3]) if command[0] == "unshare" else "python",
+        }
+        return None
+
+    def _read_stdout(self, proc) -> None:
+        for line in proc.stdout:
+            try:
+                self._messages.put(json.loads(line))
+            except json.JSONDecodeError:
+                self._stderr.append(f"(unparsable protocol line) {line.rstrip()}")
+        self._messages.put(None)
+
+    def _read_stderr(self, proc) -> None:
+        for line in proc.stderr:
+            self._stderr.append(line.rstrip())
+
+    def _stderr_tail(self) -> str:
+        return "\n".join(list(self._stderr)[-12:])
+
+    def _next(self, deadline: float) -> dict | None | str:
+        """The next message; None when the worker died; "timeout" past the deadline."""
+        try:
+            return self._messages.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return "timeout"
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass  # unflushed bytes to a dead worker
+        self.proc = None
+
+    def _death_message(self) -> str:
+        code = self.proc.wait()
+        if code < 0:
+            name = signal.Signals(-code).name
+            what = {
+                "SIGSEGV": "a segmentation fault (a kernel or library read invalid memory)",
+                "SIGKILL": "SIGKILL (killed from outside, often by the out-of-memory killer)",
+                "SIGABRT": "an abort",
+                "SIGBUS": "a bus error (invalid memory access)",
+            }.get(name, name)
+            cause = f"the worker died of {what}"
+        else:
+            cause = f"the worker exited with status {code}"
+        tail = self._stderr_tail()
+        return cause + (f"; its last output:\n{tail}" if tail else "")
+
+    def run(self, request: dict) -> dict:
+        """Send one request and wait for its result under the phase deadlines. The result has
+        `gpu_seconds` by activity, measured as wall time of each phase."""
+        with self._lock:
+            return self._run(request)
+
+    def _run(self, request: dict) -> dict:
+        gpu_seconds: dict[str, float] = collections.defaultdict(float)
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = None
+            problem = self._start()
+            if problem:
+                return {**_failure("crash", problem), "gpu_seconds": {}}
+        self._stderr.clear()  # a crash message shows this request's output only
+        phase, since = "compile", time.monotonic()
+        deadline = since + self.timeouts.for_phase(phase)
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the worker is dead: the reader reports it below
+        while True:
+            message = self._next(deadline)
+            now = time.monotonic()
+            gpu_seconds[PHASE_ACTIVITY[phase]] += now - since
+            since = now
+            if message == "timeout":
+                limit = self.timeouts.for_phase(phase)
+                self._kill()
+                what = {"compile": "compiling and the first run", "run": "one run",
+                        "time": "timing one size"}[phase]  # fmt: skip
+                result = _failure(
+                    "timeout",
+                    f"{what} took longer than its {limit:g} s deadline (endless loop or a kernel "
+                    "that never finishes?); the worker was killed and will be restarted",
+                )
+                return {**result, "gpu_seconds": dict(gpu_seconds)}
+            if message is None:
+                result = _failure("crash", self._death_message())
+                self._kill()
+                return {**result, "gpu_seconds": dict(gpu_seconds)}
+            if message.get("event") == "phase":
+                phase = message["phase"]
+                deadline = now + self.timeouts.for_phase(phase)
+            elif message.get("event") == "result":
+                result = message["result"]
+                if result["fatal"]:
+                    self._kill()
+                return {**result, "gpu_seconds": dict(gpu_seconds)}
+
+    def close(self) -> None:
+        with self._lock:
+            if self.proc is not None:
+                try:
+                    self.proc.stdin.close()
+                    self.proc.wait(timeout=5)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+                self._kill()

@@ -1,0 +1,152 @@
+"""The whole gate on real candidate files, in real worker subprocesses on the cpu backend."""
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.backends.local import LocalBackend
+from engine.gate import check_candidate
+from engine.jobs import EvalJob, RungSpec
+from engine.problems import builtin_names, load_problem
+from engine.worker import Timeouts
+
+CANDIDATES = Path(__file__).parent / "candidates"
+
+
+def source(name: str) -> str:
+    return (CANDIDATES / f"{name}.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def backend():
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=20, run_s=20, time_s=30))
+    yield local
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_problem("softmax")
+
+
+@pytest.mark.parametrize("name", ["softmax_valid", "softmax_prints"])
+def test_valid_softmax_passes(backend, softmax, name):
+    result = backend.check(softmax, source(name))
+    assert result.passed, result.message
+    assert result.reason is None
+    assert 0 <= result.error <= result.tolerance
+    assert result.precision == "fp32"
+
+
+@pytest.mark.parametrize("problem", builtin_names())
+def test_valid_candidate_for_each_builtin_passes(backend, problem):
+    result = backend.check(load_problem(problem), source(f"{problem}_valid"))
+    assert result.passed, result.message
+    assert result.precision == "fp32"  # IEEE tl.dot where the kernel uses one
+
+
+@pytest.mark.parametrize(
+    "name, reason, words",
+    [
+        ("softmax_zeros", "constant_output", "all zeros"),
+        ("softmax_constant", "constant_output", "constant 0.5"),
+        ("softmax_nan", "nan_output", "NaN"),
+        ("softmax_partial", "unwritten_output", "600 of 1200"),
+        ("softmax_mutates", "mutates_input", "input 0"),
+        ("softmax_calls_torch", "calls_replaced_operator", "torch.softmax"),
+        ("softmax_runtime_getattr", "calls_replaced_operator", "at run time"),
+        ("softmax_signature", "signature_mismatch", "Model.forward(x)"),
+        ("softmax_compile_error", "compile_error", "arange's range must be a power of 2"),
+        ("softmax_oom", "out_of_memory", "line 27"),
+    ],
+)
+def test_rejected(backend, softmax, name, reason, words):
+    result = backend.check(softmax, source(name))
+    assert not result.passed
+    assert result.reason == reason, result.message
+    assert words in result.message
+
+
+def test_tensor_division_is_caught_at_run_time(backend):
+    result = backend.check(load_problem("rmsnorm"), source("rmsnorm_dunder"))
+    assert result.reason == "calls_replaced_operator"
+    assert "`div`" in result.message
+
+
+def test_cached_output_fails_after_timing(backend, softmax):
+    job = EvalJob("c1", source("softmax_cached"), RungSpec(0, ("tiny",), 1, 2, input_sets=2), 3)
+    result = backend.evaluate(softmax, job)
+    assert result.reason == "stale_output", result.message
+    assert "after 3 timed calls" in result.message
+
+
+def test_evaluate_times_against_reference(backend, softmax):
+    job = EvalJob("v1", source("softmax_valid"), RungSpec(0, ("full0",), 1, 4, input_sets=2), 5)
+    result = backend.evaluate(softmax, job)
+    assert result.passed, result.message
+    assert not result.meaningful
+    (timing,) = result.timings
+    assert timing.size_label == "tiny"  # the cpu backend stands tiny sizes in for full ones
+    assert len(timing.samples_ms) == len(timing.ref_samples_ms) == 4
+    assert timing.speedup_ci[0] <= timing.speedup <= timing.speedup_ci[1]
+    assert set(result.gpu_seconds) == {"compile", "check", "time"}
+    assert result.profile is None
+
+
+def test_profile_on_cpu_is_unavailable(backend, softmax):
+    rung = RungSpec(1, ("tiny",), 0, 2, input_sets=1, profile=True, check_seeds=1)
+    result = backend.evaluate(softmax, EvalJob("v2", source("softmax_valid"), rung, 1, check=False))
+    assert result.passed
+    assert result.profile == {"status": "unavailable", "why": "cpu backend has no GPU"}
+
+
+def test_endless_loop_times_out_and_worker_recovers(softmax):
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=3, run_s=3))
+    try:
+        started = time.monotonic()
+        result = local.check(softmax, source("softmax_endless"))
+        assert result.reason == "timeout"
+        assert "3 s deadline" in result.message
+        assert time.monotonic() - started < 30
+        assert local.timing_worker.pid is None  # killed
+        assert local.check(softmax, source("softmax_valid")).passed
+        assert local.timing_worker.starts == 2
+    finally:
+        local.close()
+
+
+def test_segfault_is_a_crash_and_worker_recovers(backend, softmax):
+    result = backend.check(softmax, source("softmax_segfault"))
+    assert result.reason == "crash"
+    assert "segmentation fault" in result.message
+    assert backend.check(softmax, source("softmax_valid")).passed
+
+
+def test_worker_killed_from_outside_mid_run(softmax):
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=60, run_s=60))
+    try:
+        assert local.check(softmax, source("softmax_valid")).passed
+        pid = local.timing_worker.pid
+        outcome = {}
+        runner = threading.Thread(
+            target=lambda: outcome.update(r=local.check(softmax, source("softmax_endless")))
+        )
+        runner.start()
+        time.sleep(1.0)
+        os.kill(pid, signal.SIGKILL)
+        runner.join(30)
+        assert outcome["r"].reason == "crash"
+        assert "SIGKILL" in outcome["r"].message
+        assert local.check(softmax, source("softmax_valid")).passed
+        assert local.timing_worker.pid != pid
+    finally:
+        local.close()
+
+
+def test_check_candidate_api(softmax):
+    result = check_candidate(softmax, source("softmax_zeros"))
+    assert (result.passed, result.reason) == (False, "constant_output")

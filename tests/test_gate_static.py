@@ -1,0 +1,169 @@
+"""The static half of the gate: rules read from the candidate's syntax tree, no worker."""
+
+from pathlib import Path
+
+import pytest
+
+from engine.gate.precision import gate_tolerance, infer_precision, problem_tolerance
+from engine.gate.static import static_check
+from engine.problems import load_problem
+
+CANDIDATES = Path(__file__).parent / "candidates"
+VALID = (CANDIDATES / "softmax_valid.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_problem("softmax")
+
+
+def with_forward_line(line: str, header: str = "") -> str:
+    """The valid softmax with `line` run first in forward and `header` added to the imports."""
+    source = VALID.replace(
+        "        x = x.contiguous()\n", f"        {line}\n        x = x.contiguous()\n", 1
+    )
+    return header + "\n" + source if header else source
+
+
+def test_valid_candidate_passes(softmax):
+    assert static_check(softmax, VALID) is None
+
+
+def test_syntax_error_names_the_line(softmax):
+    rejection = static_check(softmax, VALID + "\ndef broken(:\n")
+    assert rejection.reason == "syntax_error"
+    assert "line 31" in rejection.message
+
+
+def test_missing_modelnew(softmax):
+    rejection = static_check(softmax, VALID.replace("class ModelNew", "class Model2"))
+    assert rejection.reason == "missing_modelnew"
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("def forward(self, x: torch.Tensor)", "def forward(self, inp: torch.Tensor)"),
+        ("def forward(self, x: torch.Tensor)", "def forward(self)"),
+        ("def __init__(self):", "def __init__(self, dim):"),
+    ],
+)
+def test_signature_mismatch(softmax, old, new):
+    rejection = static_check(softmax, VALID.replace(old, new))
+    assert rejection.reason == "signature_mismatch"
+    assert "Model." in rejection.message
+
+
+def test_extra_parameter_with_default_is_accepted(softmax):
+    source = VALID.replace("def forward(self, x: torch.Tensor)", "def forward(self, x, block=None)")
+    assert static_check(softmax, source) is None
+
+
+def test_no_kernel_and_kernel_never_launched(softmax):
+    no_kernel = VALID.replace("@triton.jit\n", "")
+    assert static_check(softmax, no_kernel).reason == "no_triton_kernel"
+    never = VALID.replace(
+        "softmax_kernel[(rows,)](x, y, cols, BLOCK=triton.next_power_of_2(cols))", "pass"
+    )
+    rejection = static_check(softmax, never)
+    assert rejection.reason == "no_triton_kernel"
+    assert "never launched" in rejection.message
+
+
+@pytest.mark.parametrize(
+    "line, header",
+    [
+        ("x = torch.softmax(x, dim=1)", ""),
+        ("x = torch.nn.functional.softmax(x, dim=1)", ""),
+        ("x = Fx.softmax(x, dim=1)", "import torch.nn.functional as Fx"),
+        ("x = smax(x, 1)", "from torch import softmax as smax"),
+        ("x = lsm(x, 1)", "from torch.nn.functional import log_softmax as lsm"),
+        ("x = x.softmax(1)", ""),
+        ("fn = torch.Tensor.softmax", ""),
+        ("x = getattr(torch, 'softmax')(x, 1)", ""),
+    ],
+)
+def test_calls_replaced_operator(softmax, line, header):
+    rejection = static_check(softmax, with_forward_line(line, header))
+    assert rejection.reason == "calls_replaced_operator", rejection
+    assert "line" in rejection.message
+
+
+def test_triton_dot_and_weight_modules_are_not_replaced_calls():
+    problem = load_problem("linear_relu_div")
+    source = (CANDIDATES / "softmax_valid.py").read_text()
+    source = source.replace(
+        "e = tl.exp(x)", "e = tl.exp(x)\n    e = tl.dot(e[None, :], e[:, None])"
+    )
+    source = source.replace("def __init__(self):", "def __init__(self, in_features, out_features):")
+    source = source.replace(
+        "super().__init__()", "super().__init__()\n        self.linear = nn.Linear(in_features, 4)"
+    )
+    assert static_check(problem, source) is None
+
+
+@pytest.mark.parametrize(
+    "line, header",
+    [
+        ("pass", "import subprocess"),
+        ("os.system('ls')", "import os"),
+        ("p = os.popen('id')", "import os"),
+        ("os.abort()", "import os"),
+        ("pass", "from os import execv"),
+        ("pass", "import ctypes"),
+        ("pass", "import socket"),
+        ("pass", "from multiprocessing import Process"),
+        ("pass", "import importlib"),
+        ("pass", "import urllib.request"),
+        ("pass", "import numpy"),
+        ("m = __import__('socket')", ""),
+        ("eval('1 + 1')", ""),
+        ("exec('x = 1')", ""),
+        ("open('/tmp/out', 'w')", ""),
+        ("m = sys.modules['os']", "import sys"),
+        ("f = getattr(torch, 'soft' + 'max')", ""),
+        ("cls = ().__class__.__bases__", ""),
+        ("torch.utils.cpp_extension.load_inline('m', '')", ""),
+        ("op = torch.ops.aten._softmax", ""),
+        ("x = torch._C._nn.gelu(x)", ""),
+        ("torch.backends.cuda.matmul.allow_tf32 = True", ""),
+        ("f = torch.compile(lambda t: t)", ""),
+    ],
+)
+def test_forbidden(softmax, line, header):
+    rejection = static_check(softmax, with_forward_line(line, header))
+    assert rejection.reason == "forbidden_import", (line, rejection)
+    assert rejection.message.startswith("line ")
+
+
+def test_harmless_os_and_math_are_allowed(softmax):
+    source = with_forward_line(
+        "debug = os.environ.get('KB_DEBUG') and math.pi", "import math\nimport os"
+    )
+    assert static_check(softmax, source) is None
+
+
+@pytest.mark.parametrize(
+    "kernel_line, dtype, expected",
+    [
+        ("c = tl.dot(a, b)", "float32", "tf32"),
+        ("c = tl.dot(a, b, input_precision='ieee')", "float32", "fp32"),
+        ("c = tl.dot(a, b, allow_tf32=False)", "float32", "fp32"),
+        ("c = tl.dot(a, b, input_precision='tf32x3')", "float32", "tf32x3"),
+        ("c = a + b", "float32", "fp32"),
+        ("c = tl.dot(a.to(tl.float16), b.to(tl.float16))", "float32", "fp16"),
+        ("c = tl.dot(a, b)", "float16", "fp16"),
+        ("c = tl.dot(a, b)", "bfloat16", "bf16"),
+    ],
+)
+def test_infer_precision(kernel_line, dtype, expected):
+    source = f"import triton.language as tl\ndef k(a, b):\n    {kernel_line}\n"
+    assert infer_precision(source, dtype) == expected
+
+
+def test_tolerance_by_precision_and_pytorch_error():
+    spec = load_problem("linear_relu_div").tolerance
+    assert problem_tolerance(spec, "tf32") == 2e-3
+    assert problem_tolerance(spec, "fp16") == 0.0  # not declared: PyTorch's error decides
+    assert gate_tolerance(spec, "fp32", torch_error=1e-4) == 2e-4
+    assert gate_tolerance(1e-5, "fp16", torch_error=1e-7) == 1e-5

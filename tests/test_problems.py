@@ -1,0 +1,72 @@
+"""Loading problems: the built-ins, and a clear error for each way a problem file can be broken."""
+
+import textwrap
+
+import pytest
+
+from engine.problems import ProblemError, builtin_names, load_problem
+
+GOOD = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "problem.py"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_builtins_have_sizes_tolerance_and_replaced_ops():
+    assert builtin_names() == [
+        "groupconv", "linear_relu_div", "matvec", "rmsnorm", "sdpa", "softmax",
+    ]  # fmt: skip
+    for name in builtin_names():
+        problem = load_problem(name)
+        assert problem.tier("tiny") and problem.full, name
+        assert problem.tolerance is not None, name
+        assert problem.replaces, name
+    assert load_problem("sdpa").tolerance["fp16"] == 5e-3
+
+
+def test_a_kernelbench_file_loads(tmp_path):
+    problem = load_problem(write(tmp_path, GOOD))
+    assert problem.replaces == ("relu",)
+    assert problem.output_specs["default"] == [([4, 4], "float32")]
+    assert problem.tolerance is None
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda s: s.replace("def get_inputs", "def get_inputz"), "missing `get_inputs`"),
+        (lambda s: s.replace("class Model", "class Modle"), "missing `Model`"),
+        (lambda s: "import not_a_module_kb\n" + s, "ModuleNotFoundError"),
+        (lambda s: s.replace("return [torch.randn(4, 4)]", "raise ValueError('no data')"),
+         "ValueError: no data"),
+        (lambda s: s.replace("return torch.relu(x)", "return 3"), "must return a tensor"),
+        (lambda s: s.replace("def forward(self, x):", "def forward(self, x)"), "syntax error"),
+        (lambda s: s.replace("class Model(nn.Module)", "class Model"), "subclass of torch.nn"),
+    ],
+)  # fmt: skip
+def test_malformed_file_has_a_clear_error(tmp_path, change, words):
+    path = write(tmp_path, change(GOOD))
+    with pytest.raises(ProblemError, match="problem.py") as info:
+        load_problem(path)
+    assert words in str(info.value)
+
+
+def test_unknown_name():
+    with pytest.raises(ProblemError, match="give a built-in name"):
+        load_problem("no_such_problem")

@@ -17,8 +17,12 @@ VOLATILE = {"wall_seconds", "updated_at", "issued_at", "applied_at", "ts", "engi
 
 
 def kb(*args, sessions, check=True, timeout=300):
-    out = subprocess.run([*CLI, *args, "--sessions-dir", str(sessions)], capture_output=True,
-                         text=True, timeout=timeout)
+    out = subprocess.run(
+        [*CLI, *args, "--sessions-dir", str(sessions)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check and out.returncode != 0:
         raise AssertionError(f"kernelbrain {' '.join(args)} failed:\n{out.stderr}")
     return out
@@ -38,16 +42,30 @@ def show(name, sessions):
 
 
 def run_args(name, seed, budget="60evals"):
-    return ["run", "softmax", "--backend", "sim", "--seed", str(seed), "--budget", budget,
-            "--session", name, "--headless"]
+    return [
+        "run",
+        "softmax",
+        "--backend",
+        "sim",
+        "--seed",
+        str(seed),
+        "--budget",
+        budget,
+        "--session",
+        name,
+        "--headless",
+    ]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
     kb(*run_args("straight", seed), sessions=tmp_path)
     rng = random.Random(seed)
-    proc = subprocess.Popen([*CLI, *run_args("killed", seed), "--sessions-dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, *run_args("killed", seed), "--sessions-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     kills = 0
     while True:
         try:
@@ -57,9 +75,13 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             kills += 1
+            created = (tmp_path / "killed" / "state.duckdb").exists()
+            again = ["resume", "killed", "--headless"] if created else run_args("killed", seed)
             proc = subprocess.Popen(
-                [*CLI, "resume", "killed", "--headless", "--sessions-dir", str(tmp_path)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                [*CLI, *again, "--sessions-dir", str(tmp_path)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
     assert proc.returncode == 0
     straight, killed = show("straight", tmp_path), show("killed", tmp_path)
     assert straight["state"] == killed["state"] == "finished"
@@ -73,15 +95,24 @@ def test_show_json_holds_the_contract(tmp_path):
     assert {"session", "problem", "state", "best", "candidates", "ledger", "commands"} <= set(data)
     assert data["ledger"]["evaluations"] == 30
     assert set(data["ledger"]) >= {
-        "gpu_seconds", "gpu_seconds_by_rung", "gpu_seconds_by_activity", "llm_tokens_in",
-        "llm_tokens_out", "llm_cost_usd", "wall_seconds", "evaluations"}
+        "gpu_seconds",
+        "gpu_seconds_by_rung",
+        "gpu_seconds_by_activity",
+        "llm_tokens_in",
+        "llm_tokens_out",
+        "llm_cost_usd",
+        "wall_seconds",
+        "evaluations",
+    }
     assert sum(data["ledger"]["gpu_seconds_by_rung"].values()) == pytest.approx(
-        data["ledger"]["gpu_seconds"], rel=1e-6)
+        data["ledger"]["gpu_seconds"], rel=1e-6
+    )
     row = data["candidates"][0]
     assert set(row) >= {"id", "sha256", "parent", "origin", "rung", "status", "score", "reason"}
     assert len({c["sha256"] for c in data["candidates"]}) == len(data["candidates"])
-    assert data["best"]["speedup"] == max(c["speedup"] or 0 for c in data["candidates"]
-                                          if c["id"] == data["best"]["id"])
+    assert data["best"]["speedup"] == max(
+        c["speedup"] or 0 for c in data["candidates"] if c["id"] == data["best"]["id"]
+    )
     assert any(c["parent"] for c in data["candidates"]), "no mutation was generated"
     assert max(c["rung"] for c in data["candidates"]) >= 1
 
@@ -116,8 +147,11 @@ def test_control_commands_apply_once_on_a_stopped_session(tmp_path):
 
 
 def test_commands_reach_a_running_engine(tmp_path):
-    proc = subprocess.Popen([*CLI, *run_args("live", 0, "100000evals"), "--sessions-dir",
-                             str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, *run_args("live", 0, "100000evals"), "--sessions-dir", str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     paths = SessionPaths(tmp_path / "live")
     deadline = time.time() + 60
     while not paths.snapshot.exists() and time.time() < deadline:
@@ -127,8 +161,12 @@ def test_commands_reach_a_running_engine(tmp_path):
     step = json.loads(paths.snapshot.read_text())["step"]
     time.sleep(1.0)
     assert json.loads(paths.snapshot.read_text())["step"] == step, "paused engine kept stepping"
-    second = subprocess.run([*CLI, "resume", "live", "--headless", "--sessions-dir",
-                             str(tmp_path)], capture_output=True, text=True, timeout=60)
+    second = subprocess.run(
+        [*CLI, "resume", "live", "--headless", "--sessions-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode == 2 and "already run by engine" in second.stderr
     send_command(paths, "unpause")
     kb("stop", "live", sessions=tmp_path)
@@ -148,7 +186,8 @@ def wait_for_event(paths, command_id, timeout=30):
 def test_unknown_problem_and_bad_budget_are_usage_errors(tmp_path):
     out = kb("run", "nosuch", "--backend", "sim", "--headless", sessions=tmp_path, check=False)
     assert out.returncode == 2 and "built-in name" in out.stderr
-    out = kb("run", "softmax", "--budget", "10 parsecs", "--headless", sessions=tmp_path,
-             check=False)
+    out = kb(
+        "run", "softmax", "--budget", "10 parsecs", "--headless", sessions=tmp_path, check=False
+    )
     assert out.returncode == 2 and "200evals" in out.stderr
     assert not os.listdir(tmp_path) or not (tmp_path / "softmax").exists()

@@ -165,7 +165,7 @@ def run_headless(paths: SessionPaths) -> int:
 
     try:
         engine = resume_session(paths)
-    except (GeneratorError, StoreError) as exc:
+    except (GeneratorError, StoreError, SessionBusy) as exc:
         raise UsageError(str(exc)) from exc
     last = [0.0]
 
@@ -177,8 +177,6 @@ def run_headless(paths: SessionPaths) -> int:
 
     try:
         state = engine.run(on_step=progress)
-    except SessionBusy as exc:
-        raise UsageError(str(exc)) from exc
     finally:
         engine.backend.close()
         engine.store.close()

@@ -105,10 +105,19 @@ class OfflineGenerator:
         for _ in range(NEIGHBOUR_TRIES):
             if not strategy.params:
                 return
-            param = request.rng.choice(strategy.params)
-            params = step(base, param, request.rng.choice((-1, 1)))
-            if params:
-                changed = f"{param.name} {base[param.name]} -> {params[param.name]}"
+            # Mostly one parameter a step; sometimes two, to leave a worked-out neighbourhood.
+            moved = request.rng.sample(
+                strategy.params, min(len(strategy.params), request.rng.choice((1, 1, 2)))
+            )
+            params = base
+            for param in moved:
+                params = step(params, param, request.rng.choice((-1, 1))) or params
+            if params != base:
+                changed = ", ".join(
+                    f"{p.name} {base[p.name]} -> {params[p.name]}"
+                    for p in moved
+                    if params[p.name] != base[p.name]
+                )
                 yield strategy, match, params, f"neighbour of {parent.id}: {changed}"
 
     def find(self, origin: str) -> tuple[Strategy, Match] | None:

@@ -26,7 +26,6 @@ from engine.session.store import ReplyTable, StepWrite, Store
 from engine.session_files import SessionPaths
 
 CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a rung
-MAX_FRUITLESS_ROUNDS = 3  # generation rounds that yield nothing new before the search ends
 PAUSE_POLL_SECONDS = 0.2
 
 
@@ -40,7 +39,7 @@ class SearchState:
     queue: list[str] = field(default_factory=list)  # rung-0 candidates, in order
     inflight: list | None = None  # [candidate id, rung] of the evaluation whose intent is stored
     coarse_done: bool = False
-    fruitless_rounds: int = 0
+    exhausted: list[str] = field(default_factory=list)  # parents whose mutations yield nothing new
     state: str = "running"  # running | paused | finished | stopped
     stop_reason: str | None = None
     progress: list = field(default_factory=list)  # [gpu_seconds, best speedup] when best improves
@@ -56,7 +55,9 @@ class Engine:
         generator: Generator,
         ladder: list[RungSpec],
         meta: dict,
+        lock: EngineLock | None = None,
     ):
+        self.lock = lock  # held by a running engine; None for a read-only view
         self.paths = paths
         self.store = store
         self.problem = problem
@@ -218,15 +219,22 @@ class Engine:
                 if self.generate(write, "coarse", None, count=0) == 0:
                     return None
                 continue
-            best = self.best()
-            if best is None or self.search.fruitless_rounds >= MAX_FRUITLESS_ROUNDS:
+            parent = self.next_parent()
+            if parent is None:
                 return None
-            if self.generate(write, "mutate", best, CHILDREN_PER_PROMOTION) == 0:
-                self.search.fruitless_rounds += 1
-            else:
-                self.search.fruitless_rounds = 0
+            if self.generate(write, "mutate", parent, CHILDREN_PER_PROMOTION) == 0:
+                self.search.exhausted.append(parent.id)
         cid = self.search.queue.pop(0)
         return self.by_id[cid], 0
+
+    def next_parent(self) -> Candidate | None:
+        """With nothing queued or promotable: the best survivor whose neighbourhood may still hold
+        something new (highest rung first), to mutate again."""
+        for rung in range(self.top_rung, -1, -1):
+            for c in self.index.measured(rung):
+                if c.id not in self.search.exhausted and c.status in ("alive", "done"):
+                    return c
+        return None
 
     def best(self) -> Candidate | None:
         """The best score at the highest rung reached: rung bonuses make that the best overall."""
@@ -370,16 +378,14 @@ class Engine:
         publish.write_snapshot(self.paths, self.snapshot())
 
     def start(self) -> None:
-        """Take the session lock, restore the published files, log the (re)start."""
-        self.lock = EngineLock(self.paths)
-        stale = self.lock.acquire()
+        """Restore the published files and log the (re)start."""
         publish.rewrite_events(self.paths, self.store.events())
         self.paths.reference.write_text(self.problem.source)
         write = StepWrite()
-        if self.search.state in ("finished", "stopped") and self.stop_reason() is None:
-            self.search.state = "running"
+        if self.search.state in ("finished", "stopped"):
+            self.search.state = "running"  # it finishes again at once if nothing is left
         kind = "resumed" if self.search.step or self.population else "started"
-        note = " (took over the lock of a killed engine)" if stale else ""
+        note = " (took over the lock of a killed engine)" if self.lock.was_stale else ""
         self.event(write, kind, f"engine {kind} on {self.backend.name}{note}")
         self.commit(write)
         self.after_commit()

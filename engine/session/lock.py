@@ -21,6 +21,7 @@ class EngineLock:
         self.paths = paths
         self.fd: int | None = None
         self.started_at = time.time()
+        self.was_stale = False  # the lock of a killed engine was taken over
 
     def acquire(self) -> bool:
         """Take the lock; returns True when a stale lock of a killed engine was taken over."""
@@ -35,10 +36,10 @@ class EngineLock:
                 f"on {holder.get('host', '?')}: attach to it (kernelbrain attach {self.paths.name}) "
                 f"or stop it first (kernelbrain stop {self.paths.name})"
             ) from None
-        stale = bool(self._read())
+        self.was_stale = bool(self._read())
         self.fd = fd
         self.heartbeat()
-        return stale
+        return self.was_stale
 
     def _read(self) -> dict | None:
         try:

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 from engine.jobs import RungSpec
 from engine.search.engine import Engine
+from engine.session.lock import EngineLock
 from engine.session.store import Store, StoreError
 from engine.session_files import SessionPaths, sessions_root
 
@@ -91,16 +92,27 @@ def ladder_of(meta: dict) -> list[RungSpec]:
 
 
 def resume_session(paths: SessionPaths) -> Engine:
+    """The engine of an existing session, holding its lock (taken before the file is opened)."""
     from engine.backends import make_backend
     from engine.problems import load_problem
 
-    store = Store(paths.database)
-    meta = store.meta()
-    problem = load_problem(meta["problem_path"])
-    gen = make_generator(meta, problem)
-    gen.preflight()
-    meta["engine_pid"] = os.getpid()
-    return Engine(paths, store, problem, make_backend(meta["backend"]), gen, ladder_of(meta), meta)
+    lock = EngineLock(paths)
+    lock.acquire()
+    store = None
+    try:
+        store = Store(paths.database)
+        meta = store.meta()
+        problem = load_problem(meta["problem_path"])
+        gen = make_generator(meta, problem)
+        gen.preflight()
+        meta["engine_pid"] = os.getpid()
+        backend = make_backend(meta["backend"])
+    except BaseException:
+        if store is not None:
+            store.close()
+        lock.release()
+        raise
+    return Engine(paths, store, problem, backend, gen, ladder_of(meta), meta, lock)
 
 
 def open_view(paths: SessionPaths) -> Engine:

@@ -56,19 +56,21 @@ class Store:
 
     @classmethod
     def create(cls, path: Path, meta: dict) -> Store:
+        """Write a new session file; it appears complete or not at all (built aside, renamed)."""
         if path.exists():
             raise StoreError(f"{path} exists already: resume that session or choose another name")
-        db = _connect(path, read_only=False)
+        staging = path.with_name(f".{path.name}.new")
+        staging.unlink(missing_ok=True)
+        db = _connect(staging, read_only=False)
         try:
-            db.execute("BEGIN")
             db.execute(SCHEMA)
             rows = {**meta, "schema_version": SCHEMA_VERSION}
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in rows.items()]
             )
-            db.execute("COMMIT")
         finally:
             db.close()
+        staging.replace(path)
         return cls(path)
 
     def _check_schema(self) -> None:
@@ -144,13 +146,15 @@ class Store:
         db.execute("BEGIN")
         try:
             if write.candidates:
-                ids = [c.id for c in write.candidates]
+                # A candidate changed twice in one step (generated, then popped) is written once.
+                latest = list({c.id: c for c in write.candidates}.values())
+                ids = [c.id for c in latest]
                 db.execute(f"DELETE FROM candidates WHERE id IN ({', '.join('?' * len(ids))})", ids)
                 db.executemany(
                     "INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
                         (c.id, c.seq, c.sha256, c.status, c.rung, c.score, json.dumps(c.to_row()))
-                        for c in write.candidates
+                        for c in latest
                     ],
                 )
             if write.evaluations:

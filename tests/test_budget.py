@@ -26,11 +26,11 @@ def test_increase_needs_plus():
 def test_ledger_stops_at_first_limit_spent():
     ledger = Ledger()
     limits = {"evaluations": 2, "gpu_seconds": 100}
-    ledger.charge_evaluation("c1", 0, {"compile": 1.0, "time": 2.0})
+    assert ledger.charge_evaluation(0, {"compile": 1.0, "time": 2.0}) == 3.0
     assert ledger.exhausted(limits) is None
-    ledger.charge_evaluation("c2", 1, {"time": 3.0, "profile": 1.0})
+    ledger.charge_evaluation(1, {"time": 3.0, "profile": 1.0})
     assert ledger.exhausted(limits) == "evaluations"
     assert ledger.gpu_seconds == 7.0
     assert ledger.gpu_seconds_by_rung == {"0": 3.0, "1": 4.0}
-    assert ledger.top_rung_share({"c2"}) == pytest.approx(4 / 7)
+    assert ledger.share(4.0) == pytest.approx(4 / 7)
     assert ledger.left(limits)["gpu_seconds"] == 93

@@ -37,10 +37,13 @@ def test_step_round_trip(tmp_path):
 
 def test_failed_step_leaves_nothing(tmp_path):
     store = Store.create(tmp_path / "s.duckdb", {})
-    bad = StepWrite(candidates=[candidate(1)], commands=[{"id": "x"}])  # no "command" key
-    with pytest.raises(KeyError):
+    command = {"id": "x", "command": "pause", "status": "applied"}
+    store.commit(StepWrite(commands=[command]))
+    bad = StepWrite(candidates=[candidate(1)], commands=[command])  # the same command twice
+    with pytest.raises(duckdb.ConstraintException):
         store.commit(bad)
     assert store.candidates() == []
+    assert len(store.commands()) == 1
 
 
 def test_other_schema_version_is_refused_with_advice(tmp_path):

@@ -114,7 +114,9 @@ def main() -> None:
     print(f"overhead per step, median:    {statistics.median(ms):.2f} ms (target <= 20 ms)")
     print(f"overhead per step, p90:       {ms[int(0.9 * (len(ms) - 1))]:.2f} ms")
     print(f"resume to first new step:     {resume_s:.2f} s (target <= 3 s)")
-    print(f"state.duckdb size:            {size_mb:.1f} MiB ({size_mb / n * 1000:.2f} MiB per 1,000)")
+    print(
+        f"state.duckdb size:            {size_mb:.1f} MiB ({size_mb / n * 1000:.2f} MiB per 1,000)"
+    )
     print(f"session folder:               {paths.root}")
 
 

@@ -7,7 +7,7 @@ import importlib
 import sys
 
 # Command modules, in the order `--help` lists them.
-COMMAND_MODULES = ("problems", "doctor", "check", "sessions", "attach")
+COMMAND_MODULES = ("problems", "doctor", "check", "sessions", "attach", "bench")
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
 

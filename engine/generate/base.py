@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,7 +31,7 @@ class GenerationRequest:
     parent: ParentInfo | None = None
     failures: list[dict] = field(default_factory=list)  # {"id","reason","message"} seen before
     slower_siblings: list[dict] = field(default_factory=list)  # {"id","speedup","source"}
-    known_sha256: frozenset[str] = frozenset()  # already generated or vetoed: do not repeat
+    known_sha256: AbstractSet[str] = frozenset()  # already generated or vetoed: do not repeat
     replies: ReplyStore | None = None  # where the LLM generator keeps raw replies
     budget_usd_left: float | None = None  # LLM dollars left (None: no limit); 0 stops requests
 

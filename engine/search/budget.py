@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from engine.jobs import ACTIVITIES
 
@@ -62,7 +62,6 @@ class Ledger:
     gpu_seconds_by_activity: dict[str, float] = field(
         default_factory=lambda: {a: 0.0 for a in ACTIVITIES}
     )
-    gpu_seconds_by_candidate: dict[str, float] = field(default_factory=dict)
     llm_tokens_in: int = 0
     llm_tokens_out: int = 0
     llm_cost_usd: float = 0.0
@@ -74,7 +73,8 @@ class Ledger:
     def gpu_seconds(self) -> float:
         return sum(self.gpu_seconds_by_activity.values())
 
-    def charge_evaluation(self, candidate_id: str, rung: int, by_activity: dict[str, float]):
+    def charge_evaluation(self, rung: int, by_activity: dict[str, float]) -> float:
+        """Count one evaluation; returns the GPU-seconds it spent."""
         spent = sum(by_activity.values())
         key = str(rung)
         self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
@@ -82,10 +82,8 @@ class Ledger:
             self.gpu_seconds_by_activity[activity] = (
                 self.gpu_seconds_by_activity.get(activity, 0.0) + seconds
             )
-        self.gpu_seconds_by_candidate[candidate_id] = (
-            self.gpu_seconds_by_candidate.get(candidate_id, 0.0) + spent
-        )
         self.evaluations += 1
+        return spent
 
     def charge_generation(self, tokens_in: int, tokens_out: int, cost_usd: float, requests: int):
         self.llm_tokens_in += tokens_in
@@ -114,14 +112,12 @@ class Ledger:
             for kind in LIMIT_KINDS
         }
 
-    def top_rung_share(self, top_rung_ids: set[str]) -> float:
-        total = self.gpu_seconds
-        if total <= 0:
-            return 0.0
-        return sum(self.gpu_seconds_by_candidate.get(c, 0.0) for c in top_rung_ids) / total
+    def share(self, gpu_seconds: float) -> float:
+        """What fraction of all GPU-seconds `gpu_seconds` is."""
+        return gpu_seconds / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**self.__dict__}
 
     @classmethod
     def from_dict(cls, d: dict) -> Ledger:

@@ -17,13 +17,16 @@ def apply_command(engine, command: dict) -> tuple[str, str, object]:
             return "rejected", f"{name}: no candidate {cid!r} in this session", None
         if name == "pin":
             c.pinned = True
+            engine.pinned[c.id] = c
             if c.status == "pruned":
                 c.status = "alive"
         elif name == "unpin":
             c.pinned = False
+            engine.pinned.pop(c.id, None)
         else:
             c.vetoed, c.pinned, c.status = True, False, "vetoed"
             engine.index.remove(c)
+            engine.pinned.pop(c.id, None)
             if cid in search.queue:
                 search.queue.remove(cid)
         return "applied", f"{name} {cid}", c

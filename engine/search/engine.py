@@ -78,8 +78,14 @@ class Engine:
         self.population: list[Candidate] = store.candidates()
         self.by_id = {c.id: c for c in self.population}
         self.index = scheduler.RungIndex(self.population)
+        self.pinned = {c.id: c for c in self.population if c.pinned}
+        self.children: dict[str, list[Candidate]] = {}
+        for c in self.population:
+            if c.parent:
+                self.children.setdefault(c.parent, []).append(c)
         self.known_sha = {c.sha256 for c in self.population}
-        self.applied_commands = store.command_ids()
+        self.command_log = store.commands()
+        self.applied_commands = {c["id"] for c in self.command_log}
         self._clock = time.monotonic()
 
     @property
@@ -116,9 +122,9 @@ class Engine:
             rng=list(self.rng.getstate()),
         )
         self.store.commit(write)
+        self.command_log += write.commands
         publish.append_events(self.paths, write.events)
-        for c in {c.id: c for c in write.candidates}.values():
-            publish.write_candidate_detail(self.paths, c, self.store.evaluations(c.id))
+        publish.write_candidate_details(self.paths, write.candidates, write.evaluations)
 
     # -- generation ------------------------------------------------------------------------------
 
@@ -140,9 +146,8 @@ class Engine:
         if parent is not None:
             siblings = [
                 {"id": c.id, "speedup": c.best_result.speedup, "source": c.source}
-                for c in self.population
-                if c.parent == parent.id
-                and c.best_result
+                for c in self.children.get(parent.id, [])
+                if c.best_result
                 and parent.best_result
                 and c.best_result.speedup < parent.best_result.speedup
             ][-3:]
@@ -154,7 +159,7 @@ class Engine:
             parent=self.parent_info(parent) if parent else None,
             failures=failures,
             slower_siblings=siblings,
-            known_sha256=frozenset(self.known_sha),
+            known_sha256=self.known_sha,
             replies=ReplyTable(self.store),
             budget_usd_left=self.ledger.left(self.limits)["llm_usd"],
         )
@@ -190,6 +195,8 @@ class Engine:
             )
             self.population.append(c)
             self.by_id[c.id] = c
+            if parent is not None:
+                self.children.setdefault(parent.id, []).append(c)
             self.known_sha.add(sha)
             self.search.queue.append(c.id)
             write.candidates.append(c)
@@ -205,8 +212,7 @@ class Engine:
             if not self.by_id[cid].vetoed:
                 return self.by_id[cid], rung
             self.search.inflight = None
-        pinned = [c for c in self.population if c.pinned]
-        promotion = scheduler.next_promotion(self.index, pinned, self.top_rung)
+        promotion = scheduler.next_promotion(self.index, list(self.pinned.values()), self.top_rung)
         if promotion:
             c, rung = promotion
             c.promoted_from.append(c.rung)
@@ -249,7 +255,7 @@ class Engine:
         if spent:
             return f"budget spent: {spent}"
         target = self.limits.get("target_speedup")
-        confirmed = [c for c in self.population if self.top_rung in c.results]
+        confirmed = self.index.measured(self.top_rung)
         if target and any(c.results[self.top_rung].speedup >= target for c in confirmed):
             return f"target speedup {target}x reached"
         return None
@@ -258,7 +264,7 @@ class Engine:
 
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult):
         self.search.inflight = None
-        self.ledger.charge_evaluation(c.id, rung, result.gpu_seconds)
+        c.gpu_seconds += self.ledger.charge_evaluation(rung, result.gpu_seconds)
         write.evaluations.append((c.id, rung, self.search.step, result.passed, result.to_dict()))
         write.candidates.append(c)
         c.rung = rung
@@ -380,6 +386,10 @@ class Engine:
     def start(self) -> None:
         """Restore the published files and log the (re)start."""
         publish.rewrite_events(self.paths, self.store.events())
+        since = self.search.step - 1  # what the last step committed may not have been published
+        recent = set(self.store.evaluated_since(since))
+        recent |= {c.id for c in self.population[-50:] if c.created_step >= since}
+        publish.republish_details(self.paths, self.store, [self.by_id[i] for i in sorted(recent)])
         self.paths.reference.write_text(self.problem.source)
         write = StepWrite()
         if self.search.state in ("finished", "stopped"):
@@ -404,4 +414,4 @@ class Engine:
         return report.snapshot(self)
 
     def commands(self) -> list[dict]:
-        return self.store.commands()
+        return self.command_log

@@ -43,6 +43,7 @@ class Candidate:
     reason: str | None = None
     message: str = ""
     error: float | None = None
+    gpu_seconds: float = 0.0  # spent evaluating it, all rungs
     precision: str | None = None
     profile: dict | None = None
 

@@ -7,7 +7,7 @@ from engine.session.publish import candidate_row, snapshot_rows
 
 def ledger_summary(engine_like) -> dict:
     ledger = engine_like.ledger
-    top = {c.id for c in engine_like.population if engine_like.top_rung in c.results}
+    top_spent = sum(c.gpu_seconds for c in engine_like.index.measured(engine_like.top_rung))
     return {
         "gpu_seconds": round(ledger.gpu_seconds, 6),
         "gpu_seconds_by_rung": {
@@ -21,7 +21,7 @@ def ledger_summary(engine_like) -> dict:
         "llm_cost_usd": round(ledger.llm_cost_usd, 6),
         "wall_seconds": round(ledger.wall_seconds, 3),
         "evaluations": ledger.evaluations,
-        "top_rung_share": round(ledger.top_rung_share(top), 6),
+        "top_rung_share": round(ledger.share(top_spent), 6),
     }
 
 
@@ -49,7 +49,7 @@ def rung_summary(engine_like) -> list[dict]:
                 "reps": spec.reps,
                 "profile": spec.profile,
                 "measured": len(measured),
-                "promoted": sum(1 for c in measured if spec.index in c.promoted_from),
+                "promoted": len(engine_like.index.measured(spec.index + 1)),
             }
         )
     return out
@@ -62,9 +62,7 @@ def budget_summary(engine_like) -> dict:
 
 def snapshot(engine_like, all_rows: bool = False) -> dict:
     search = engine_like.search
-    rows = (
-        engine_like.population if all_rows else snapshot_rows(engine_like.population, search.queue)
-    )
+    rows = engine_like.population if all_rows else snapshot_rows(engine_like, search.queue)
     meta = engine_like.meta
     return {
         "session": engine_like.paths.name,

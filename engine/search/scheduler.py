@@ -53,8 +53,9 @@ class RungIndex:
         return self.items.get(rung, [])
 
 
-def tie_ordered(by_score: list[Candidate], rung: int) -> list[Candidate]:
-    """Within each run of overlapping intervals, the less-measured first."""
+def tie_ordered(candidates: list[Candidate], rung: int) -> list[Candidate]:
+    """Best score first, but within each run of overlapping intervals the less-measured first."""
+    by_score = sorted(candidates, key=lambda c: (-c.results[rung].score, c.seq))
     out: list[Candidate] = []
     cluster: list[Candidate] = []
     floor = float("inf")
@@ -68,21 +69,26 @@ def tie_ordered(by_score: list[Candidate], rung: int) -> list[Candidate]:
     return out
 
 
-def top_ranked(index: RungIndex, rung: int, k: int) -> list[Candidate]:
-    """The first k of the rung in rank order: score order with near-ties reordered. Only the
-    prefix up to the end of the tie-run that straddles position k is looked at."""
-    by_score = index.measured(rung)
-    end = k
-    if 0 < k < len(by_score):
-        floor = min(c.results[rung].low for c in by_score[:k])
-        while end < len(by_score) and by_score[end].results[rung].high >= floor:
-            floor = min(floor, by_score[end].results[rung].low)
-            end += 1
-    return tie_ordered(by_score[:end], rung)[:k]
-
-
 def waiting(c: Candidate, rung: int) -> bool:
     return c.status == "alive" and c.rung == rung
+
+
+def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
+    """Waiting candidates among the best 1/eta of the rung, in the order to promote them. A
+    waiting candidate just outside whose interval overlaps the cutoff's and that has been
+    measured less than the cutoff candidate counts as inside: a near-tie goes to it."""
+    measured = index.measured(rung)
+    k = quota(len(measured), eta)
+    if k == 0:
+        return []
+    chosen = [c for c in measured[:k] if waiting(c, rung)]
+    cutoff = measured[k - 1]
+    for c in measured[k:]:
+        if c.results[rung].high < cutoff.results[rung].low:
+            break
+        if waiting(c, rung) and c.samples < cutoff.samples:
+            chosen.append(c)
+    return tie_ordered(chosen, rung)
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
@@ -91,9 +97,9 @@ def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta
         for c in sorted(pinned, key=lambda c: c.seq):
             if waiting(c, rung):
                 return c, rung + 1
-        for c in top_ranked(index, rung, quota(len(index.measured(rung)), eta)):
-            if waiting(c, rung):
-                return c, rung + 1
+        chosen = promotable(index, rung, eta)
+        if chosen:
+            return chosen[0], rung + 1
     return None
 
 
@@ -104,7 +110,7 @@ def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     k = quota(len(measured), eta)
     if k == 0:
         return []
-    cutoff = top_ranked(index, rung, k)[-1].results[rung]
+    cutoff = measured[k - 1].results[rung]
     out = []
     for c in reversed(measured):
         if c.results[rung].high >= cutoff.low:

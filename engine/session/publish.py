@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from engine.search.population import Candidate
-from engine.session_files import SessionPaths, write_json_atomic
+from engine.session_files import SessionPaths, read_json, write_json_atomic
 
 SNAPSHOT_SCHEMA = 1
 SNAPSHOT_ROWS = 500  # the TUI shows the best, the queue, the pinned and the recent: enough
@@ -32,39 +32,60 @@ def candidate_row(c: Candidate) -> dict:
     }
 
 
-def snapshot_rows(population: list[Candidate], queue: list[str]) -> list[Candidate]:
-    """A bounded, useful subset: best by score, queued, pinned, most recent."""
+def snapshot_rows(engine_like, queue: list[str]) -> list[Candidate]:
+    """A bounded, useful subset: the pinned, the queue's head, the best of each rung, the recent."""
+    population = engine_like.population
     if len(population) <= SNAPSHOT_ROWS:
         return population
-    by_id = {c.id: c for c in population}
-    scored = sorted((c for c in population if c.score is not None), key=lambda c: -c.score)
     chosen: dict[str, Candidate] = {}
-    for group in (
+    groups = [
         [c for c in population if c.pinned],
-        [by_id[i] for i in queue[:100] if i in by_id],
-        scored[:250],
+        [engine_like.by_id[i] for i in queue[:100]],
+        *(engine_like.index.measured(r)[:100] for r in range(engine_like.top_rung, -1, -1)),
         population[-100:],
-    ):
+    ]
+    for group in groups:
         for c in group:
             chosen.setdefault(c.id, c)
     return sorted(chosen.values(), key=lambda c: c.seq)[:SNAPSHOT_ROWS]
 
 
-def write_candidate_detail(paths: SessionPaths, c: Candidate, evaluations: list[dict]) -> None:
+def candidate_detail(c: Candidate, evaluations: list[dict]) -> dict:
+    return {
+        "id": c.id,
+        "parent": c.parent,
+        "origin": c.origin,
+        "params": c.params,
+        "note": c.note,
+        "source": c.source,
+        "evaluations": evaluations,
+        "profile": c.profile,
+    }
+
+
+def write_candidate_details(
+    paths: SessionPaths, candidates: list[Candidate], evaluations: list[tuple]
+) -> None:
+    """Rewrite the detail file of each candidate that is new or has a new evaluation; the
+    evaluations already published are read back from its file, not from the store."""
     paths.candidates.mkdir(exist_ok=True)
-    write_json_atomic(
-        paths.candidate(c.id),
-        {
-            "id": c.id,
-            "parent": c.parent,
-            "origin": c.origin,
-            "params": c.params,
-            "note": c.note,
-            "source": c.source,
-            "evaluations": evaluations,
-            "profile": c.profile,
-        },
-    )
+    new: dict[str, list[dict]] = {}
+    for cid, _rung, _step, _passed, result in evaluations:
+        new.setdefault(cid, []).append(result)
+    for c in {c.id: c for c in candidates}.values():
+        path = paths.candidate(c.id)
+        if c.id not in new and path.exists():
+            continue
+        published = (read_json(path) or {}).get("evaluations", []) if c.id in new else []
+        write_json_atomic(path, candidate_detail(c, published + new.get(c.id, [])))
+
+
+def republish_details(paths: SessionPaths, store, candidates: list[Candidate]) -> None:
+    """Detail files from the store, for candidates whose last evaluation may have been committed
+    but not published when the engine died."""
+    paths.candidates.mkdir(exist_ok=True)
+    for c in candidates:
+        write_json_atomic(paths.candidate(c.id), candidate_detail(c, store.evaluations(c.id)))
 
 
 def append_events(paths: SessionPaths, events: list[dict]) -> None:

@@ -13,6 +13,18 @@ from engine.search.population import Candidate
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
+COMMAND_COLUMNS = (
+    "id",
+    "command",
+    "candidate",
+    "amount",
+    "issued_at",
+    "applied_at",
+    "step",
+    "status",
+    "message",
+)
+EVENT_COLUMNS = ("seq", "ts", "step", "kind", "message", "candidate", "command")
 
 
 class StoreError(Exception):
@@ -112,18 +124,14 @@ class Store:
         ).fetchall()
         return [json.loads(r[0]) for r in rows]
 
+    def evaluated_since(self, step: int) -> list[str]:
+        rows = self.db.execute(
+            "SELECT DISTINCT candidate FROM evaluations WHERE step >= ? ORDER BY candidate", [step]
+        ).fetchall()
+        return [r[0] for r in rows]
+
     def commands(self) -> list[dict]:
-        cols = (
-            "id",
-            "command",
-            "candidate",
-            "amount",
-            "issued_at",
-            "applied_at",
-            "step",
-            "status",
-            "message",
-        )
+        cols = COMMAND_COLUMNS
         rows = self.db.execute(
             f"SELECT {', '.join(cols)} FROM commands ORDER BY applied_at, id"
         ).fetchall()
@@ -133,79 +141,56 @@ class Store:
         return {r[0] for r in self.db.execute("SELECT id FROM commands").fetchall()}
 
     def events(self, after_seq: int = -1) -> list[dict]:
-        cols = ("seq", "ts", "step", "kind", "message", "candidate", "command")
+        cols = EVENT_COLUMNS
         rows = self.db.execute(
             f"SELECT {', '.join(cols)} FROM events WHERE seq > ? ORDER BY seq", [after_seq]
         ).fetchall()
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     # writes
+    def _insert(self, table: str, rows: list[tuple]) -> None:
+        """One multi-row INSERT: DuckDB's executemany costs a statement per row."""
+        if rows:
+            row = f"({', '.join('?' * len(rows[0]))})"
+            params = [value for r in rows for value in r]
+            self.db.execute(f"INSERT INTO {table} VALUES {', '.join([row] * len(rows))}", params)
+
+    def _delete(self, table: str, column: str, keys: list) -> None:
+        if keys:
+            marks = ", ".join("?" * len(keys))
+            self.db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", keys)
+
     def commit(self, write: StepWrite) -> None:
         """Write one step atomically: all of it or, if the process dies, none of it."""
-        db = self.db
-        db.execute("BEGIN")
+        # A candidate changed twice in one step (generated, then popped) is written once.
+        candidates = list({c.id: c for c in write.candidates}.values())
+        self.db.execute("BEGIN")
         try:
-            if write.candidates:
-                # A candidate changed twice in one step (generated, then popped) is written once.
-                latest = list({c.id: c for c in write.candidates}.values())
-                ids = [c.id for c in latest]
-                db.execute(f"DELETE FROM candidates WHERE id IN ({', '.join('?' * len(ids))})", ids)
-                db.executemany(
-                    "INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (c.id, c.seq, c.sha256, c.status, c.rung, c.score, json.dumps(c.to_row()))
-                        for c in latest
-                    ],
-                )
-            if write.evaluations:
-                db.executemany(
-                    "INSERT INTO evaluations VALUES (?, ?, ?, ?, ?)",
-                    [(c, r, s, p, json.dumps(res)) for c, r, s, p, res in write.evaluations],
-                )
-            if write.state:
-                keys = list(write.state)
-                db.execute(f"DELETE FROM state WHERE key IN ({', '.join('?' * len(keys))})", keys)
-                db.executemany(
-                    "INSERT INTO state VALUES (?, ?)",
-                    [(k, json.dumps(v)) for k, v in write.state.items()],
-                )
-            if write.commands:
-                db.executemany(
-                    "INSERT INTO commands VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            c["id"],
-                            c["command"],
-                            c.get("candidate"),
-                            c.get("amount"),
-                            c.get("issued_at"),
-                            c.get("applied_at"),
-                            c.get("step"),
-                            c["status"],
-                            c.get("message", ""),
-                        )
-                        for c in write.commands
-                    ],
-                )
-            if write.events:
-                db.executemany(
-                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            e["seq"],
-                            e["ts"],
-                            e["step"],
-                            e["kind"],
-                            e["message"],
-                            e.get("candidate"),
-                            e.get("command"),
-                        )
-                        for e in write.events
-                    ],
-                )
-            db.execute("COMMIT")
+            self._delete("candidates", "id", [c.id for c in candidates])
+            self._insert(
+                "candidates",
+                [
+                    (c.id, c.seq, c.sha256, c.status, c.rung, c.score, json.dumps(c.to_row()))
+                    for c in candidates
+                ],
+            )
+            self._insert(
+                "evaluations",
+                [(c, r, s, p, json.dumps(res)) for c, r, s, p, res in write.evaluations],
+            )
+            self._delete("state", "key", list(write.state))
+            self._insert("state", [(k, json.dumps(v)) for k, v in write.state.items()])
+            self._insert(
+                "commands",
+                [
+                    tuple(c.get(k) for k in COMMAND_COLUMNS[:-1]) + (c.get("message", ""),)
+                    for c in write.commands
+                ],
+            )
+            self._insert("events", [tuple(e.get(k) for k in EVENT_COLUMNS) for e in write.events])
+            self.db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            self.db.execute("ROLLBACK")
             raise
 
     def set_meta(self, key: str, value) -> None:

@@ -1,0 +1,6 @@
+"""`kernelbrain bench`: the search against PyTorch eager and torch.compile, and the ablation of
+the multi-fidelity ladder against flat evaluation of the same candidate stream."""
+
+
+class BenchError(Exception):
+    """The bench cannot go on; the message says what went wrong and what to change."""

@@ -1,0 +1,149 @@
+"""The engine's side of the bench's timings: one subprocess per problem on cuda and cpu (see
+engine.bench.contenders), synthetic numbers on sim. Nothing here runs library or candidate code."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from engine.backends.sim import SimBackend, reference_ms
+from engine.bench import BenchError
+from engine.jobs import EvalJob, RungSpec
+from engine.problems import Problem
+from engine.worker.sandbox import NETNS_PREFIX, network_namespace_available, worker_environment
+
+# Timing at each size: warm-up calls and repetitions per contender, input sets in rotation. The
+# interpreter on cpu is slow and its timings mean nothing, so it does the least that runs.
+TIMING = {
+    "cuda": {"warmup": 5, "reps": 50, "input_sets": 2},
+    "cpu": {"warmup": 1, "reps": 3, "input_sets": 1},
+    "sim": {"warmup": 0, "reps": 50, "input_sets": 1},
+}
+# Deadline of one problem's timing process: starting torch, then per size a torch.compile (up to a
+# minute or two for the largest) and the timing itself.
+START_TIMEOUT_S, PER_SIZE_TIMEOUT_S = 120.0, 240.0
+STDERR_TAIL_CHARS = 1500
+# Ceilings the sim backend reports: the H200's, measured once (docs: DESIGN.md), not this run's.
+SIM_CEILINGS = {
+    "copy_bytes_per_s": 4.27e12, "fp32_flops_per_s": 51e12, "tf32_flops_per_s": 360e12,
+    "fp16_flops_per_s": 661e12,
+}  # fmt: skip
+SIM_REFERENCE_NOISE = 0.02  # the sim backend's own noise on reference samples
+
+
+@dataclass
+class SizeTimes:
+    """Raw samples in ms per contender ("eager", "compile", candidate names) at one size, with
+    why a contender has none."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    compile_seconds: float | None = None
+
+
+def _run(request: dict, device: str, timeout_s: float) -> tuple[list[dict], str | None]:
+    """The JSON lines a timing process sent, and why it ended early (None when it finished)."""
+    command = [sys.executable, "-m", "engine.bench.contenders"]
+    if network_namespace_available():
+        command = [*NETNS_PREFIX, *command]
+    proc = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=worker_environment(device), start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
+        failure = None
+        if proc.returncode != 0:
+            failure = f"the timing process exited with status {proc.returncode}: " + (
+                err[-STDERR_TAIL_CHARS:].strip() or "no output"
+            )
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the compiler's helper processes too
+        out, err = proc.communicate()
+        failure = f"the timing process ran past its {timeout_s:g} s deadline and was killed"
+    lines = []
+    for line in out.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass  # a line cut short by the kill
+    return lines, failure
+
+
+def measure_ceilings(backend: str) -> dict:
+    """{"ceilings": {...}, "device_name", "torch", "triton", "measured"}; on sim, fixed numbers."""
+    if backend == "sim":
+        return {"ceilings": dict(SIM_CEILINGS), "device_name": "sim", "measured": False}
+    lines, failure = _run({"kind": "ceilings", "device": backend}, backend, START_TIMEOUT_S * 2)
+    if failure or not lines:
+        raise BenchError(
+            f"measuring the device's ceilings failed: {failure or 'no result'}; "
+            "`kernelbrain doctor` says whether the device works"
+        )
+    return {**{k: v for k, v in lines[0].items() if k != "event"}, "measured": True}
+
+
+def time_contenders(
+    problem: Problem, labels: list[str], sources: dict[str, str], backend: str, seed: int,
+    timeout_s: float | None = None,
+) -> dict[str, SizeTimes]:  # fmt: skip
+    """Samples per size label for eager, torch.compile and each candidate source (by name),
+    from one process that is killed past `timeout_s` (default: by the number of sizes)."""
+    if backend == "sim":
+        return _sim_times(problem, labels, sources, seed)
+    request = {
+        "kind": "sizes",
+        "device": backend,
+        "problem_path": str(problem.path),
+        "sizes": [{"label": s, "params": problem.size(s).params} for s in labels],
+        "candidates": sources,
+        "seed": seed,
+        "compile": True,
+        **TIMING[backend],
+    }
+    timeout_s = timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
+    lines, failure = _run(request, backend, timeout_s)
+    times = {}
+    for line in lines:
+        times[line["label"]] = SizeTimes(line["samples"], line["errors"], line["compile_seconds"])
+    for label in labels:
+        if label not in times:
+            why = failure or "the timing process sent nothing for this size"
+            times[label] = SizeTimes(errors={k: why for k in ("eager", "compile", *sources)})
+    return times
+
+
+def _sim_times(problem, labels, sources, seed) -> dict[str, SizeTimes]:
+    """Eager from the sim backend's reference model, candidates from the sim backend itself;
+    no torch.compile (there is no GPU and no compiler behind sim)."""
+    reps = TIMING["sim"]["reps"]
+    rung = RungSpec(0, tuple(labels), warmup=0, reps=reps, input_sets=1)
+    sim = SimBackend()
+    results = {
+        name: sim.evaluate(problem, EvalJob(name, source, rung, seed, check=False))
+        for name, source in sources.items()
+    }
+    rng = random.Random(seed)
+    times = {}
+    for label in labels:
+        ref = reference_ms(problem, label)
+        t = SizeTimes(
+            samples={
+                "eager": [ref * math.exp(rng.gauss(0, SIM_REFERENCE_NOISE)) for _ in range(reps)]
+            },  # fmt: skip
+            errors={"compile": "sim backend: no torch.compile timing (no GPU, no compiler)"},
+        )
+        for name, result in results.items():
+            timing = next((x for x in result.timings if x.size_label == label), None)
+            if timing is None:
+                t.errors[name] = f"sim backend: {result.reason}: {result.message}"
+            else:
+                t.samples[name] = timing.samples_ms
+        times[label] = t
+    return times

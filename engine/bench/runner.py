@@ -1,0 +1,143 @@
+"""`kernelbrain bench`: for each problem a search, then eager, torch.compile and the best kernel
+timed at every size against the problem's floor; for the ablation problems also the flat search
+over the same candidate stream."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.bench import BenchError
+from engine.bench.floors import size_work
+from engine.bench.measure import measure_ceilings, time_contenders
+from engine.bench.report import write_results
+from engine.bench.rows import ablation_entry, problem_rows, timing_sources
+from engine.bench.searches import SearchOutcome, create_search, flat_ladder, run_search
+from engine.problems import load_problem
+from engine.session_files import SessionPaths
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    problems: tuple[str, ...]  # built-in names or KernelBench files
+    ablation: tuple[str, ...]  # a subset of `problems`
+    backend: str  # cuda, cpu or sim (auto already resolved)
+    limits: dict  # the budget of each search
+    seed: int
+    out: Path
+    command: str  # how it was invoked, for the report
+
+    def session(self, problem: str, kind: str) -> SessionPaths:
+        return SessionPaths(self.out / "sessions" / f"{problem}-{kind}")
+
+
+def _summary(search: SearchOutcome) -> dict:
+    return {
+        "session": search.session,
+        "best_candidate": search.best_id,
+        "stop_reason": search.stop_reason,
+        "gpu_seconds_total": search.gpu_seconds_total,
+        "gpu_seconds_to_best": search.gpu_seconds_to_best,
+        "evaluations": search.evaluations,
+        "candidates": search.candidates,
+        "progress": search.progress,
+    }
+
+
+def load_problems(plan: BenchPlan) -> dict:
+    """Every problem loaded and its session folders free, before anything runs."""
+    missing = sorted(set(plan.ablation) - set(plan.problems))
+    if missing:
+        raise BenchError(
+            f"--ablation {' '.join(missing)}: not among the benched problems; add them to "
+            "PROBLEM or leave PROBLEM empty to bench all built-ins"
+        )
+    problems, names = {}, set()
+    for spec in plan.problems:
+        problems[spec] = load_problem(spec)
+        if problems[spec].name in names:
+            raise BenchError(f"two problems named {problems[spec].name}: bench each once")
+        names.add(problems[spec].name)
+        for kind in ("ladder", "flat"):
+            paths = plan.session(problems[spec].name, kind)
+            if paths.root.exists():
+                raise BenchError(
+                    f"{paths.root} exists from an earlier bench: choose another --out or remove it"
+                )
+    return problems
+
+
+def create_ladder_sessions(plan: BenchPlan, problems: dict) -> None:
+    """Write every ladder session (the generator's checks run here); all or none."""
+    created = []
+    try:
+        for spec, problem in problems.items():
+            paths = plan.session(problem.name, "ladder")
+            created.append(paths.root)
+            create_search(paths, spec, plan.backend, plan.seed, plan.limits)
+    except Exception:
+        for root in created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def earlier_results(plan: BenchPlan, names: set[str]) -> dict:
+    """What an earlier bench into the same folder measured for other problems: a bench too long
+    for one sitting runs as several commands into one results file."""
+    path = plan.out / f"{plan.backend}.json"
+    if not path.exists():
+        return {"runs": [], "rows": [], "ablation": [], "searches": {}}
+    earlier = json.loads(path.read_text())
+    return {
+        "runs": earlier["runs"],
+        "rows": [r for r in earlier["rows"] if r["problem"] not in names],
+        "ablation": [e for e in earlier["ablation"] if e["problem"] not in names],
+        "searches": {k: v for k, v in earlier["searches"].items() if k.split("/")[0] not in names},
+    }
+
+
+def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
+    """Run the whole bench; the results are rewritten after each problem, so a bench cut short
+    keeps what it finished."""
+    problems = load_problems(plan)
+    device = measure_ceilings(plan.backend)
+    create_ladder_sessions(plan, problems)
+    results = {
+        "backend": plan.backend,
+        "timings_meaningful": plan.backend != "cpu",
+        **earlier_results(plan, {p.name for p in problems.values()}),
+    }
+    run = len(results["runs"])  # rows name the run (command, ceilings) that measured them
+    ceilings = device.pop("ceilings")
+    results["runs"].append({
+        "command": plan.command, "limits": plan.limits, "seed": plan.seed,
+        "device": device, "ceilings": ceilings,
+        "problems": [p.name for p in problems.values()],
+    })  # fmt: skip
+    for spec, problem in problems.items():
+        log(f"{problem.name}: searching (ladder)")
+        ladder = run_search(plan.session(problem.name, "ladder"), on_step)
+        results["searches"][f"{problem.name}/ladder"] = _summary(ladder)
+        flat = None
+        if spec in plan.ablation:
+            log(f"{problem.name}: searching (flat, replaying the ladder's candidates)")
+            flat_paths = plan.session(problem.name, "flat")
+            create_search(flat_paths, spec, plan.backend, plan.seed, plan.limits,
+                          ladder=flat_ladder(ladder.ladder),
+                          replay_from=plan.session(problem.name, "ladder"))  # fmt: skip
+            flat = run_search(flat_paths, on_step)
+            results["searches"][f"{problem.name}/flat"] = _summary(flat)
+        labels = list(ladder.ladder[-1].size_labels)
+        log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
+            "size(s)")  # fmt: skip
+        sources = timing_sources(ladder, flat)
+        times = time_contenders(problem, labels, sources, plan.backend, plan.seed)
+        work = {label: size_work(problem, problem.size(label)) for label in labels}
+        rows = problem_rows(problem, ladder, work, times, ceilings)
+        results["rows"] += [{**row, "run": run} for row in rows]
+        if flat is not None:
+            results["ablation"].append(ablation_entry(problem, ladder, flat, sources, times))
+        write_results(results, plan.out)
+    return results

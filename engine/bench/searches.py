@@ -1,0 +1,80 @@
+"""The bench's searches: a session per search, run to its budget, summed up for the report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.jobs import RungSpec
+from engine.session.manager import create_session, resume_session
+from engine.session_files import SessionPaths
+
+NEAR_BEST = 0.02  # "reached the best": within 2% of the final best speedup
+
+
+@dataclass
+class SearchOutcome:
+    session: str
+    best_id: str | None
+    best_source: str | None
+    stop_reason: str | None
+    progress: list  # [[gpu_seconds, best speedup], ...] each time the best changed
+    gpu_seconds_total: float
+    evaluations: int
+    candidates: int
+    ladder: list[RungSpec]
+
+    @property
+    def gpu_seconds_to_best(self) -> float | None:
+        return gpu_seconds_to_best(self.progress)
+
+
+def gpu_seconds_to_best(progress: list) -> float | None:
+    """GPU-seconds from which on the search's best speedup stayed within 2% of its final value.
+    (A best measured on a cheap rung and revised when confirmed counts from the revision.)"""
+    if not progress:
+        return None
+    final = progress[-1][1]
+    reached = progress[-1][0]
+    for gpu_seconds, speedup in reversed(progress):
+        if abs(speedup - final) > NEAR_BEST * final:
+            break
+        reached = gpu_seconds
+    return reached
+
+
+def flat_ladder(ladder: list[RungSpec]) -> list[RungSpec]:
+    """One rung, the ladder's top one: every candidate at full fidelity."""
+    return [replace(ladder[-1], index=0)]
+
+
+def create_search(
+    paths: SessionPaths, problem: str, backend: str, seed: int, limits: dict,
+    ladder: list[RungSpec] | None = None, replay_from: SessionPaths | None = None,
+) -> None:  # fmt: skip
+    """Write the session (every check that can fail happens here, before any budget is spent)."""
+    create_session(
+        paths, problem, backend, "replay" if replay_from else "offline", seed, limits,
+        ladder=ladder, replay_from=str(replay_from.root.resolve()) if replay_from else None,
+    )  # fmt: skip
+
+
+def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
+    """Run a created session to its end (budget spent or nothing left to try)."""
+    engine = resume_session(paths)
+    try:
+        engine.run(on_step=on_step)
+        best = engine.best()
+        return SearchOutcome(
+            session=paths.name,
+            best_id=best.id if best else None,
+            best_source=best.source if best else None,
+            stop_reason=engine.search.stop_reason,
+            progress=[list(p) for p in engine.search.progress],
+            gpu_seconds_total=engine.ledger.gpu_seconds,
+            evaluations=engine.ledger.evaluations,
+            candidates=len(engine.population),
+            ladder=engine.ladder,
+        )
+    finally:
+        engine.backend.close()
+        engine.store.close()

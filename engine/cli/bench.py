@@ -1,0 +1,106 @@
+"""`kernelbrain bench`: search each problem, then time eager, torch.compile and the best kernel
+at every size against the problem's floor; optionally the flat-versus-ladder ablation."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from engine.cli import UsageError
+
+DEFAULT_BUDGET = "5m"
+PROGRESS_INTERVAL_S = 5.0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark the search against PyTorch eager and torch.compile",
+        description="For each problem: a search within the budget, then PyTorch eager, "
+        "torch.compile and the best kernel timed at every full size, in one process per problem. "
+        "Writes OUT/BACKEND.json and OUT/BACKEND.md.",
+    )
+    p.add_argument(
+        "problems",
+        nargs="*",
+        metavar="PROBLEM",
+        help="built-in names or KernelBench files (default: every built-in)",
+    )
+    p.add_argument(
+        "--budget-per-problem",
+        default=DEFAULT_BUDGET,
+        metavar="BUDGET",
+        help=f"each search's budget: 5m, 300gpu-s, 40evals (default {DEFAULT_BUDGET})",
+    )
+    p.add_argument("--out", default="bench", help="results folder (default ./bench)")
+    p.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu", "sim"))
+    p.add_argument(
+        "--ablation",
+        nargs="+",
+        default=[],
+        metavar="PROBLEM",
+        help="also run the flat search over the ladder's candidates for these",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(handler=run)
+
+
+def command_line(args) -> str:
+    """The invocation that reproduces this bench, for the report."""
+    words = ["kernelbrain", "bench", *args.problems, "--budget-per-problem",
+             args.budget_per_problem, "--backend", args.backend, "--seed", str(args.seed),
+             "--out", args.out]  # fmt: skip
+    if args.ablation:
+        words += ["--ablation", *args.ablation]
+    return shlex.join(words)
+
+
+def search_progress():
+    """A step callback that prints a search's progress line every few seconds."""
+    from engine.cli.sessions import progress_line
+
+    last = [0.0]
+
+    def on_step(engine) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            print(progress_line(engine.snapshot()), file=sys.stderr, flush=True)
+
+    return on_step
+
+
+def run(args) -> int:
+    from engine.backends import resolve_backend
+    from engine.bench import BenchError
+    from engine.bench.runner import BenchPlan, run_bench
+    from engine.generate.base import GeneratorError
+    from engine.problems import ProblemError, builtin_names
+    from engine.search.budget import BudgetError, parse_budget
+    from engine.session.store import StoreError
+
+    try:
+        limits = parse_budget([args.budget_per_problem])
+    except BudgetError as exc:
+        raise UsageError(str(exc)) from exc
+    plan = BenchPlan(
+        problems=tuple(dict.fromkeys(args.problems or builtin_names())),
+        ablation=tuple(dict.fromkeys(args.ablation)),
+        backend=resolve_backend(args.backend),
+        limits=limits,
+        seed=args.seed,
+        out=Path(args.out),
+        command=command_line(args),
+    )
+    try:
+        results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),
+                            on_step=search_progress())  # fmt: skip
+    except (BenchError, ProblemError, GeneratorError, StoreError) as exc:
+        raise UsageError(str(exc)) from exc
+    print(
+        f"{len(results['rows'])} rows in {plan.out}/{plan.backend}.json and "
+        f"{plan.out}/{plan.backend}.md"
+    )
+    return 0

@@ -1,0 +1,59 @@
+"""`kernelbrain bench` on the cpu backend: the real pipeline end to end (searches in workers, the
+timing subprocess with torch.compile), and the timing process's failures reported, not fatal."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.bench.measure import time_contenders
+from engine.problems import load_problem
+
+CANDIDATES = Path(__file__).parent / "candidates"
+
+
+def test_cpu_bench_with_ablation_through_the_cli(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", "softmax", "--backend", "cpu",
+         "--budget-per-problem", "4evals", "--ablation", "softmax", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    results = json.loads((tmp_path / "cpu.json").read_text())
+    assert results["backend"] == "cpu" and results["timings_meaningful"] is False
+    [run] = results["runs"]
+    assert run["device"]["measured"] and run["ceilings"]["copy_bytes_per_s"] > 0
+    [row] = results["rows"]  # the cpu ladder times the tiny size only
+    assert (row["problem"], row["shape"], row["precision"]) == ("softmax", "4x300", "fp32")
+    for key in ("eager_ms", "compile_ms", "best_ms"):
+        assert row[key]["median"] > 0, key
+    assert row["compile_seconds"] > 0
+    assert row["speedup_compile"] == row["compile_ms"]["median"] / row["best_ms"]["median"]
+    assert row["notes"] == {}
+    assert results["searches"]["softmax/ladder"]["evaluations"] == 4
+    assert results["searches"]["softmax/flat"]["evaluations"] == 4
+    [entry] = results["ablation"]
+    assert entry["ladder_best_ms"]["tiny"] == row["best_ms"]
+    assert entry["flat_best_ms"]["tiny"]["median"] > 0
+    assert "Timings are not meaningful" in (tmp_path / "cpu.md").read_text()
+
+
+def test_a_failing_torch_compile_is_reported_and_the_others_are_timed(monkeypatch):
+    monkeypatch.setenv("CXX", "/nonexistent/g++")  # inductor's C++ backend cannot compile
+    problem = load_problem("softmax")
+    source = (CANDIDATES / "softmax_valid.py").read_text()
+    [times] = time_contenders(problem, ["tiny"], {"best": source}, "cpu", seed=0).values()
+    assert times.errors["compile"].startswith("torch.compile failed: ")
+    assert "compiler" in times.errors["compile"]
+    assert set(times.samples) == {"eager", "best"}
+    assert times.compile_seconds is None
+
+
+def test_a_timing_process_past_its_deadline_is_killed_and_reported():
+    problem = load_problem("softmax")
+    source = (CANDIDATES / "softmax_endless.py").read_text()
+    [times] = time_contenders(problem, ["tiny"], {"best": source}, "cpu", seed=0,
+                              timeout_s=20).values()  # fmt: skip
+    assert times.samples == {}
+    assert set(times.errors) == {"eager", "compile", "best"}
+    assert "ran past its 20 s deadline and was killed" in times.errors["best"]

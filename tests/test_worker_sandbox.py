@@ -94,3 +94,16 @@ def test_audit_hook_blocks_candidate_code_only(tmp_path):
         env=worker_environment("cpu"),
     )  # fmt: skip
     assert done.stdout.split() == ["blocked,blocked,blocked,0", "3"], done.stderr
+
+
+def test_libraries_are_not_mistaken_for_the_standard_library():
+    """Triton runs ptxas on behalf of a candidate's launch: that call comes from a library in
+    site-packages, which in a plain (non-venv) Python lies inside the stdlib folder."""
+    import subprocess
+
+    import triton
+
+    from engine.worker.sandbox import _is_stdlib
+
+    assert _is_stdlib(subprocess.__file__)
+    assert not _is_stdlib(triton.__file__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import site
 import subprocess
 import sys
 import sysconfig
@@ -30,6 +31,15 @@ CANDIDATE_EVENTS = frozenset(
 STDLIB_DIRS = tuple(
     {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], "<frozen "}
 )
+# In a plain (non-venv) Python, site-packages lies inside the stdlib folder: Triton and PyTorch
+# there are libraries, not the standard library.
+SITE_DIRS = tuple(
+    {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
+)
+
+
+def _is_stdlib(filename: str) -> bool:
+    return filename.startswith(STDLIB_DIRS) and not filename.startswith(SITE_DIRS)
 
 
 class SandboxViolation(PermissionError):
@@ -95,7 +105,7 @@ def _caller_is_candidate(candidate_dir: str) -> bool:
     frame = sys._getframe(2)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename != __file__ and not filename.startswith(STDLIB_DIRS):
+        if filename != __file__ and not _is_stdlib(filename):
             return filename.startswith(candidate_dir) or filename.startswith("<")
         frame = frame.f_back
     return False

@@ -207,11 +207,6 @@ class Engine:
     # -- scheduling -------------------------------------------------------------------------------
 
     def next_job(self, write: StepWrite) -> tuple[Candidate, int] | None:
-        if self.search.inflight:
-            cid, rung = self.search.inflight
-            if not self.by_id[cid].vetoed:
-                return self.by_id[cid], rung
-            self.search.inflight = None
         promotion = scheduler.next_promotion(self.index, list(self.pinned.values()), self.top_rung)
         if promotion:
             c, rung = promotion
@@ -334,16 +329,14 @@ class Engine:
                 self.event(write, kind, message, command.get("candidate"), command["id"])
         self._consumed_inbox = files
 
-    def step(self) -> bool:
-        """One step; False when the search is over."""
-        write = StepWrite()
+    def plan(self, write: StepWrite) -> bool:
+        """The step boundary: apply the inbox, then choose the next job and store its intent in
+        the same transaction as the step that ends here. False when the search is over."""
         self.apply_inbox(write)
-        if self.search.state == "paused":
-            if write.commands:
-                self.commit(write)
-                self.after_commit()
-            time.sleep(PAUSE_POLL_SECONDS)
-            self._tick_wall_clock()
+        inflight = self.search.inflight and self.by_id[self.search.inflight[0]]
+        if inflight and inflight.vetoed:
+            self.search.inflight = None
+        if self.search.inflight or self.search.state == "paused":
             return True
         reason = None if self.search.state == "stopped" else self.stop_reason()
         job = None
@@ -357,14 +350,31 @@ class Engine:
         self.search.inflight = [c.id, rung]
         c.status = "evaluating"
         write.candidates.append(c)
-        self.commit(write)  # the intent, with what was generated and applied this step
-        self.after_commit()
+        return True
+
+    def step(self) -> bool:
+        """Evaluate the job whose intent is stored, record it, plan the next; one transaction.
+        False when the search is over."""
+        if not self.search.inflight:  # paused, or nothing planned yet
+            write = StepWrite()
+            going = self.plan(write)
+            if write.events or write.candidates:
+                self.commit(write)
+                self.after_commit()
+            if going and not self.search.inflight:
+                time.sleep(PAUSE_POLL_SECONDS)
+                self._tick_wall_clock()
+            return going
+        cid, rung = self.search.inflight
+        c = self.by_id[cid]
+        result = self.evaluate(c, rung)
         write = StepWrite()
-        self.record_result(write, c, rung, self.evaluate(c, rung))
+        self.record_result(write, c, rung, result)
         self.search.step += 1
+        going = self.plan(write)
         self.commit(write)
         self.after_commit()
-        return True
+        return going
 
     def finish(self, write: StepWrite, reason: str | None) -> None:
         if self.search.state != "stopped":
@@ -373,8 +383,6 @@ class Engine:
         self.event(
             write, self.search.state, f"search {self.search.state}: {self.search.stop_reason}"
         )
-        self.commit(write)
-        self.after_commit()
 
     def after_commit(self) -> None:
         for path in getattr(self, "_consumed_inbox", []):

@@ -1,8 +1,8 @@
 """Asynchronous successive halving with noise-aware pruning, computed from stored records.
 
 At each rung, the best 1/eta of the candidates measured there may climb to the next rung (eta = 3).
-Ranking is by score; candidates whose speedup intervals overlap (a near-tie) are ordered
-less-measured first, so a lucky screen cannot lock out a candidate that has had fewer samples.
+Ranking is by score; among candidates whose speedup intervals overlap (a near-tie) the
+less-measured goes first, so a lucky screen cannot lock out a candidate that has had fewer samples.
 A candidate is pruned only when its whole interval lies below the interval of the rung's cutoff
 (the last candidate inside the top 1/eta): worse with confidence, not merely on a point estimate.
 Pinned candidates are never pruned and may always climb.
@@ -53,20 +53,16 @@ class RungIndex:
         return self.items.get(rung, [])
 
 
-def tie_ordered(candidates: list[Candidate], rung: int) -> list[Candidate]:
-    """Best score first, but within each run of overlapping intervals the less-measured first."""
-    by_score = sorted(candidates, key=lambda c: (-c.results[rung].score, c.seq))
-    out: list[Candidate] = []
-    cluster: list[Candidate] = []
-    floor = float("inf")
+def first_in_rank(by_score: list[Candidate], rung: int) -> Candidate:
+    """The first of a score-ordered list once near-ties are settled: among the leading run of
+    overlapping intervals, the less-measured candidate (then the better score, the older)."""
+    run, floor = [], float("inf")
     for c in by_score:
-        if cluster and c.results[rung].high < floor:
-            out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
-            cluster, floor = [], float("inf")
-        cluster.append(c)
+        if run and c.results[rung].high < floor:
+            break
+        run.append(c)
         floor = min(floor, c.results[rung].low)
-    out += sorted(cluster, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
-    return out
+    return min(run, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
 
 
 def waiting(c: Candidate, rung: int) -> bool:
@@ -74,9 +70,9 @@ def waiting(c: Candidate, rung: int) -> bool:
 
 
 def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
-    """Waiting candidates among the best 1/eta of the rung, in the order to promote them. A
-    waiting candidate just outside whose interval overlaps the cutoff's and that has been
-    measured less than the cutoff candidate counts as inside: a near-tie goes to it."""
+    """Waiting candidates among the best 1/eta of the rung, best score first. A waiting
+    candidate just outside whose interval overlaps the cutoff's and that has been measured less
+    than the cutoff candidate counts as inside: a near-tie goes to it."""
     measured = index.measured(rung)
     k = quota(len(measured), eta)
     if k == 0:
@@ -88,7 +84,7 @@ def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
             break
         if waiting(c, rung) and c.samples < cutoff.samples:
             chosen.append(c)
-    return tie_ordered(chosen, rung)
+    return chosen
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
@@ -99,7 +95,7 @@ def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta
                 return c, rung + 1
         chosen = promotable(index, rung, eta)
         if chosen:
-            return chosen[0], rung + 1
+            return first_in_rank(chosen, rung), rung + 1
     return None
 
 

@@ -39,7 +39,7 @@ def snapshot_rows(engine_like, queue: list[str]) -> list[Candidate]:
         return population
     chosen: dict[str, Candidate] = {}
     groups = [
-        [c for c in population if c.pinned],
+        list(engine_like.pinned.values()),
         [engine_like.by_id[i] for i in queue[:100]],
         *(engine_like.index.measured(r)[:100] for r in range(engine_like.top_rung, -1, -1)),
         population[-100:],

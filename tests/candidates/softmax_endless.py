@@ -1,4 +1,5 @@
-"""Spins forever inside the kernel: timeout."""
+"""Spins forever inside the kernel: timeout. The loop is carried by data (`spin` grows to inf
+and inf == inf), so neither Triton's compiler nor LLVM can prove it endless and drop it."""
 
 import torch
 import torch.nn as nn
@@ -12,8 +13,10 @@ def softmax_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < n_cols
     x = tl.load(x_ptr + row * n_cols + offs, mask=mask, other=-float("inf"))
-    while True:
-        x = x + 0.0
+    spin = tl.load(x_ptr + row * n_cols)
+    while spin == spin:
+        spin = spin * 1.0000001 + 1.0
+    x = x + spin * 0.0
     tl.store(y_ptr + row * n_cols + offs, x, mask=mask)
 
 

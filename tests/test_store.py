@@ -30,7 +30,7 @@ def test_step_round_trip(tmp_path):
     again = Store(tmp_path / "s.duckdb")
     assert again.meta()["seed"] == 3
     assert [x.status for x in again.candidates()] == ["alive"]
-    assert again.evaluations(c.id) == [{"passed": True}]
+    assert again.evaluations(c.id) == [{"rung": 0, "passed": True}]
     assert again.state()["search"] == {"step": 1}
     assert again.events()[0]["kind"] == "generated"
 

@@ -89,7 +89,11 @@ class SimBackend:
         profile = None
         if job.rung.profile:
             gpu_seconds["profile"] = PROFILE_SECONDS
-            profile = {"status": "unavailable", "why": "sim backend has no GPU to profile"}
+            profile = {
+                "status": "unavailable",
+                "why": "sim backend: no GPU to profile (the cost of a profile is still charged, "
+                "as on cuda)",
+            }
         return EvalResult(
             True, error=1e-7 * _unit(sha, "error"), tolerance=1e-5, timings=timings,
             gpu_seconds=gpu_seconds, profile=profile, precision="fp32",

@@ -27,7 +27,7 @@ from engine.worker.client import Timeouts
 
 CANDIDATES = Path(__file__).resolve().parents[2] / "tests" / "candidates"
 # Short deadlines for the adversarial part: a hang is declared after this long.
-ADVERSARIAL_TIMEOUTS = Timeouts(start_s=180, compile_s=60, run_s=30, time_s=60)
+ADVERSARIAL_TIMEOUTS = Timeouts(start_s=180, compile_s=20, run_s=20, time_s=60)
 
 
 def emit(out, record: dict) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from engine.search.population import Candidate
 from engine.session_files import SessionPaths, read_json, write_json_atomic
@@ -70,8 +71,8 @@ def write_candidate_details(
     evaluations already published are read back from its file, not from the store."""
     paths.candidates.mkdir(exist_ok=True)
     new: dict[str, list[dict]] = {}
-    for cid, _rung, _step, _passed, result in evaluations:
-        new.setdefault(cid, []).append(result)
+    for cid, rung, _step, _passed, result in evaluations:
+        new.setdefault(cid, []).append({"rung": rung, **result})
     for c in {c.id: c for c in candidates}.values():
         path = paths.candidate(c.id)
         if c.id not in new and path.exists():
@@ -103,4 +104,6 @@ def rewrite_events(paths: SessionPaths, events: list[dict]) -> None:
 
 
 def write_snapshot(paths: SessionPaths, snapshot: dict) -> None:
-    write_json_atomic(paths.snapshot, {"schema": SNAPSHOT_SCHEMA, **snapshot})
+    write_json_atomic(
+        paths.snapshot, {"schema": SNAPSHOT_SCHEMA, "updated_at": time.time(), **snapshot}
+    )

@@ -120,9 +120,10 @@ class Store:
 
     def evaluations(self, candidate_id: str) -> list[dict]:
         rows = self.db.execute(
-            "SELECT result FROM evaluations WHERE candidate = ? ORDER BY step", [candidate_id]
+            "SELECT rung, result FROM evaluations WHERE candidate = ? ORDER BY step",
+            [candidate_id],
         ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [{"rung": rung, **json.loads(result)} for rung, result in rows]
 
     def evaluated_since(self, step: int) -> list[str]:
         rows = self.db.execute(

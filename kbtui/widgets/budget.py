@@ -15,7 +15,7 @@ LABEL_WIDTH = 17
 LIMITED = (
     ("wall", "wall_seconds", "wall_seconds", duration),
     ("GPU", "gpu_seconds", "gpu_seconds", duration),
-    ("evaluations", "evaluations", "evaluations", str),
+    ("evaluations", "evaluations", "evaluations", "{:.0f}".format),
     ("LLM cost", "llm_cost_usd", "llm_usd", dollars),
 )
 

@@ -13,6 +13,7 @@ from kbtui.poller import Selection
 NUMBER_WIDTH = 5  # "1234 "
 DIVIDER = " │ "
 SIDE_STYLES = {"delete": "on $error-muted", "insert": "on $success-muted"}
+CONTEXT_ROWS = 3  # unchanged rows shown above the first change when a diff opens
 
 
 def wrap(line: Content, width: int) -> list[Content]:
@@ -36,15 +37,19 @@ def side_cells(lines: list[Content], index: int | None, style: str, width: int) 
     return cells
 
 
-def diff_content(old: str, new: str, width: int) -> tuple[Content, tuple[int, int]]:
-    """Side-by-side rows for `width` cells, and the counts of added and removed lines."""
+def diff_content(old: str, new: str, width: int) -> tuple[Content, tuple[int, int], int]:
+    """Side-by-side rows for `width` cells, the counts of added and removed lines, and the row
+    the first change is drawn on (0 when there is none)."""
     old_lines = highlight(old, language="python").split("\n")
     new_lines = highlight(new, language="python").split("\n")
     rows = side_by_side([line.plain for line in old_lines], [line.plain for line in new_lines])
     side_width = max(10, (width - len(DIVIDER)) // 2 - NUMBER_WIDTH)
     blank = " " * (NUMBER_WIDTH + side_width)
     out = []
+    first_change = None
     for row in rows:
+        if row.tag != "equal" and first_change is None:
+            first_change = len(out)
         left_style = "" if row.tag == "equal" else SIDE_STYLES["delete"]
         right_style = "" if row.tag == "equal" else SIDE_STYLES["insert"]
         left = side_cells(old_lines, row.left, left_style, side_width)
@@ -57,7 +62,7 @@ def diff_content(old: str, new: str, width: int) -> tuple[Content, tuple[int, in
                     right[index] if index < len(right) else Content(blank),
                 )
             )
-    return Content("\n").join(out), change_counts(rows)
+    return Content("\n").join(out), change_counts(rows), first_change or 0
 
 
 def target_label(selection: Selection, target: str) -> str:
@@ -82,6 +87,8 @@ class DiffPane(Vertical):
         super().__init__(**kwargs)
         self.target = "parent"
         self._selection: Selection | None = None
+        self._opened: tuple | None = None  # (candidate, target, target's id) on show
+        self._scroll_pending = False  # scroll to the first change once the pane has a size
         self._title = Static(Content.assemble(("select a candidate", "$text-muted")))
         self._body = Static()
 
@@ -111,7 +118,7 @@ class DiffPane(Vertical):
             return
         scroll = self.query_one(VerticalScroll)
         width = (self.scrollable_content_region.width or 80) - scroll.styles.scrollbar_size_vertical
-        body, (added, removed) = diff_content(old, new, width)
+        body, (added, removed), first_change = diff_content(old, new, width)
         self._title.update(
             Content.assemble(
                 (label, "bold"),
@@ -125,3 +132,11 @@ class DiffPane(Vertical):
             )
         )
         self._body.update(body)
+        # A mutation often changes one line deep in the file: open each diff at its first change.
+        opened = (selection.candidate_id, target, selection.target_ids.get(target))
+        if opened != self._opened:
+            self._opened, self._scroll_pending = opened, True
+        if self._scroll_pending and self.size.height:  # a hidden tab has no size to scroll
+            self._scroll_pending = False
+            top = max(0, first_change - CONTEXT_ROWS)
+            self.call_after_refresh(scroll.scroll_to, y=top, animate=False)

@@ -12,13 +12,15 @@ ALARMING = ("rejected", "command_rejected", "stopped")
 
 
 def event_line(event: dict) -> Text:
-    kind = event.get("kind", "?")
+    """Time, kind and message; the candidate's id first unless the message names it."""
+    kind, message = event.get("kind", "?"), event.get("message", "")
+    candidate = event.get("candidate")
     return Text.assemble(
         (clock(event.get("ts", 0.0)), "dim"),
         " ",
         (f"{kind:<16}", "bold" if kind not in ALARMING else "bold reverse"),
-        (f"{event['candidate']} " if event.get("candidate") else ""),
-        event.get("message", ""),
+        (f"{candidate} " if candidate and candidate not in message else ""),
+        message,
     )
 
 

@@ -39,13 +39,10 @@ def profile_content(candidate_id: str, profile: dict | None) -> Content:
         why = profile.get("why") or "no reason given"
         return Content.assemble(("profiler unavailable: ", "bold $text-warning"), why)
     metrics = {k: v for k, v in (profile.get("metrics") or {}).items() if v is not None}
-    lines = [
-        Content.assemble(
-            (profile.get("kind") or "diagnosis", "bold $text-accent"),
-            " · ",
-            profile.get("summary") or "",
-        )
-    ]
+    kind = profile.get("kind") or "diagnosis"
+    # engine.profiler's summaries open with their kind ("memory-bound: DRAM at ..."): say it once.
+    summary = (profile.get("summary") or "").removeprefix(f"{kind}: ")
+    lines = [Content.assemble((kind, "bold $text-accent"), " · ", summary)]
     headline = [(label, name) for label, name in HEADLINE_METRICS if name in metrics]
     if headline:
         lines.append(

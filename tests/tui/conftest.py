@@ -1,13 +1,21 @@
-"""Fixtures for the TUI tests: a session folder on disk and a fixed clock zone."""
+"""Fixtures for the TUI tests: a session made by a real sim run (once per test run, copied
+for each test), a real engine attached to a copy, and a fixed clock zone."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
-from fixture_session import make_fixture_session
+from live_engine import LiveEngine
+from sim_session import (
+    NAME,
+    give_recorded_profile,
+    normalise_wall_clock,
+    run_sim_session,
+)
 
-from engine.session_files import SessionPaths
+from engine.session_files import SessionPaths, read_snapshot
 
 
 @pytest.fixture(autouse=True)
@@ -26,6 +34,27 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def sim_session_template(tmp_path_factory) -> SessionPaths:
+    """The finished sim session, its best candidate holding the recorded H200 profile, with
+    its wall-clock values normalised. Tests get copies (`session`), never this folder."""
+    paths = run_sim_session(tmp_path_factory.mktemp("sim-run"))
+    give_recorded_profile(paths, read_snapshot(paths)["best"]["id"])
+    normalise_wall_clock(paths)
+    return paths
+
+
 @pytest.fixture
-def session(tmp_path) -> SessionPaths:
-    return make_fixture_session(tmp_path / "rms-demo")
+def session(sim_session_template, tmp_path) -> SessionPaths:
+    """A copy of the finished sim session; no engine runs on it."""
+    return SessionPaths(shutil.copytree(sim_session_template.root, tmp_path / NAME))
+
+
+@pytest.fixture
+def live_engine(session):
+    """A real engine paused on the copied session; stopped after the test."""
+    engine = LiveEngine.start_paused(session)
+    try:
+        yield engine
+    finally:
+        engine.stop()

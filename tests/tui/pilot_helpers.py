@@ -1,8 +1,12 @@
-"""Waiting on the running app from Pilot tests."""
+"""Waiting on the running app from Pilot tests, and moving its Queue cursor."""
 
 from __future__ import annotations
 
 import time
+
+from kbtui.widgets.queue import QueueTable
+
+ENGINE_TIMEOUT_S = 20.0  # a real engine answers within a step; a loaded machine is slow
 
 
 async def wait_until(pilot, condition, timeout: float = 5.0) -> None:
@@ -27,3 +31,10 @@ def loaded(app) -> bool:
 async def settle(pilot) -> None:
     await wait_until(pilot, lambda: loaded(pilot.app))
     await pilot.pause()
+
+
+async def select(pilot, candidate_id: str) -> None:
+    """Put the Queue's cursor on a candidate and wait until its detail is on screen."""
+    table = pilot.app.query_one(QueueTable)
+    table.move_cursor(row=table.get_row_index(candidate_id))
+    await wait_until(pilot, lambda: loaded(pilot.app) and pilot.app.selected_id == candidate_id)

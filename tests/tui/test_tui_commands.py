@@ -1,45 +1,22 @@
-"""Pilot tests: pin, veto and pause flows end in a command the engine acknowledged."""
+"""Pilot tests against a real engine: pin, veto, pause and budget flows end in commands the
+engine acknowledged, and `r` resumes a finished session."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from pilot_helpers import settle, wait_until
+from live_engine import command_record
+from pilot_helpers import ENGINE_TIMEOUT_S, select, settle, wait_until
 
-from engine.session_files import SessionPaths, read_snapshot, write_json_atomic
+from engine.session_files import read_events, read_snapshot
 from kbtui.app import KernelBrainApp
 from kbtui.widgets.queue import QueueTable
 from kbtui.widgets.status import SessionStatus
 
 FAST_POLL = 0.05
+PRUNED = "c0015"  # pruned at rung 1 in the sim run
 pytestmark = pytest.mark.anyio
-
-
-def engine_applies_inbox(paths: SessionPaths, reject: bool = False) -> list[dict]:
-    """Engine stand-in until the engine lands: apply each inbox command at a "step boundary",
-    list it in the snapshot's `commands`, log its event, and take it out of the inbox."""
-    snapshot = read_snapshot(paths)
-    rows = {row["id"]: row for row in snapshot["candidates"]}
-    applied = []
-    for path in sorted(paths.inbox.glob("*.json")):
-        command = json.loads(path.read_text())
-        name, target = command["command"], rows.get(command["candidate"])
-        if not reject:
-            if name in ("pin", "unpin"):
-                target["pinned"] = name == "pin"
-            elif name == "veto":
-                target["vetoed"] = True
-            elif name in ("pause", "unpause"):
-                snapshot["state"] = "paused" if name == "pause" else "running"
-        status = "rejected" if reject else "applied"
-        applied.append({**command, "applied_at": time.time(), "status": status, "message": ""})
-        path.unlink()
-    snapshot["commands"] += applied
-    snapshot["step"] += 1
-    write_json_atomic(paths.snapshot, snapshot)
-    return applied
 
 
 def flags_of(app, candidate_id: str) -> str:
@@ -50,84 +27,136 @@ def status_text(app) -> str:
     return str(app.query_one(SessionStatus).render())
 
 
-async def select(pilot, candidate_id: str) -> None:
-    table = pilot.app.query_one(QueueTable)
-    table.move_cursor(row=table.get_row_index(candidate_id))
-    await wait_until(pilot, lambda: pilot.app.selected_id == candidate_id)
+def row_of(paths, candidate_id: str) -> dict:
+    return next(r for r in read_snapshot(paths)["candidates"] if r["id"] == candidate_id)
 
 
-async def test_pin_shows_pending_until_the_engine_applies_it(session):
-    app = KernelBrainApp(session, poll_seconds=FAST_POLL)
+async def press_and_catch(pilot, engine, key: str) -> dict:
+    """Press `key` with the engine frozen, so that the command the key sends is still pending
+    when we look; return that command."""
+    with engine.frozen():
+        await pilot.press(key)
+        [sent] = list(pilot.app.pending)
+    return sent
+
+
+async def acknowledged(pilot, sent: dict) -> dict:
+    """Wait until the app has settled `sent` and snapshot.json lists it; return that record."""
+
+    def settled() -> bool:
+        in_snapshot = command_record(pilot.app.paths, sent["id"]) is not None
+        return in_snapshot and sent["id"] not in {c["id"] for c in pilot.app.pending}
+
+    await wait_until(pilot, settled, ENGINE_TIMEOUT_S)
+    return command_record(pilot.app.paths, sent["id"])
+
+
+async def test_pin_shows_pending_until_the_engine_applies_it(live_engine):
+    paths = live_engine.paths
+    assert row_of(paths, PRUNED)["status"] == "pruned"
+    app = KernelBrainApp(paths, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await select(pilot, "c0002")
-        await pilot.press("p")
-        [sent] = [json.loads(p.read_text()) for p in session.inbox.glob("*.json")]
-        assert (sent["command"], sent["candidate"]) == ("pin", "c0002")
-        assert flags_of(app, "c0002") == "pin…"
-        assert "pending: pin c0002" in status_text(app)
+        await select(pilot, PRUNED)
+        with live_engine.frozen():
+            await pilot.press("p")
+            [sent] = [json.loads(p.read_text()) for p in paths.inbox.glob("*.json")]
+            assert (sent["command"], sent["candidate"]) == ("pin", PRUNED)
+            await pilot.pause(0.2)  # a few polls: nothing can settle it while the engine waits
+            assert flags_of(app, PRUNED) == "pin…"
+            assert f"pending: pin {PRUNED}" in status_text(app)
 
-        [applied] = engine_applies_inbox(session)
-        await wait_until(pilot, lambda: len(app.pending) == 0)
-        assert applied["id"] == sent["id"]
-        assert flags_of(app, "c0002") == "pin"
+        record = await acknowledged(pilot, sent)
+        assert (record["status"], record["message"]) == ("applied", f"pin {PRUNED}")
+        await wait_until(pilot, lambda: flags_of(app, PRUNED) == "pin")
         assert "pending" not in status_text(app)
+        assert any(f"pin {PRUNED} applied" in n.message for n in app._notifications)
+        assert row_of(paths, PRUNED)["status"] == "alive"  # a pin revives a pruned candidate
 
 
-async def test_veto_is_acknowledged_and_marks_the_row(session):
-    app = KernelBrainApp(session, poll_seconds=FAST_POLL)
+async def test_veto_is_acknowledged_and_marks_the_row(live_engine):
+    paths = live_engine.paths
+    app = KernelBrainApp(paths, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await select(pilot, "c0005")
-        await pilot.press("v")
-        assert flags_of(app, "c0005") == "veto…"
-        engine_applies_inbox(session)
-        await wait_until(pilot, lambda: flags_of(app, "c0005") == "veto")
-        assert len(app.pending) == 0
+        await select(pilot, PRUNED)
+        with live_engine.frozen():
+            await pilot.press("v")
+            [sent] = list(app.pending)
+            assert flags_of(app, PRUNED) == "veto…"
+
+        assert (await acknowledged(pilot, sent))["status"] == "applied"
+        await wait_until(pilot, lambda: flags_of(app, PRUNED) == "veto")
+        assert app.query_one(QueueTable).get_cell(PRUNED, "status").plain == "vetoed"
+        events = [e for e in read_events(paths) if e["command"] == sent["id"]]
+        assert [e["kind"] for e in events] == ["command_applied"]
 
 
-async def test_pause_then_unpause(session):
-    app = KernelBrainApp(session, poll_seconds=FAST_POLL)
+async def test_unpause_lets_the_engine_go_on_and_pause_stops_it(live_engine):
+    paths = live_engine.paths
+    app = KernelBrainApp(paths, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("space")
-        assert [c["command"] for c in app.pending] == ["pause"]
-        engine_applies_inbox(session)
-        await wait_until(pilot, lambda: app.snapshot["state"] == "paused" and not app.pending)
         assert "paused" in status_text(app)
+        paused_at = app.snapshot["step"]
 
-        await pilot.press("space")
-        assert [c["command"] for c in app.pending] == ["unpause"]
-        engine_applies_inbox(session)
-        await wait_until(pilot, lambda: app.snapshot["state"] == "running" and not app.pending)
+        unpause = await press_and_catch(pilot, live_engine, "space")
+        assert unpause["command"] == "unpause"
+        assert (await acknowledged(pilot, unpause))["status"] == "applied"
+        await wait_until(pilot, lambda: app.snapshot["step"] > paused_at + 3, ENGINE_TIMEOUT_S)
+        assert app.snapshot["state"] == "running"
+
+        pause = await press_and_catch(pilot, live_engine, "space")
+        assert pause["command"] == "pause"
+        assert (await acknowledged(pilot, pause))["status"] == "applied"
+        await wait_until(pilot, lambda: app.snapshot["state"] == "paused")
+        assert "paused" in status_text(app)
+    assert read_snapshot(paths)["state"] == "paused"
 
 
-async def test_a_rejected_command_is_settled_and_reported(session):
-    app = KernelBrainApp(session, poll_seconds=FAST_POLL)
+async def test_added_budget_is_applied_and_reported(live_engine):
+    app = KernelBrainApp(live_engine.paths, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("plus")
-        [sent] = list(app.pending)
+        sent = await press_and_catch(pilot, live_engine, "plus")
         assert (sent["command"], sent["amount"]) == ("budget", "+10m")
-        engine_applies_inbox(session, reject=True)
-        await wait_until(pilot, lambda: not app.pending)
-        assert any("budget +10m rejected" in n.message for n in app._notifications)
+        record = await acknowledged(pilot, sent)
+        assert record["status"] == "applied"
+        assert record["message"].startswith("budget wall_seconds now ")
+        assert any("budget +10m applied" in n.message for n in app._notifications)
+        limits = read_snapshot(live_engine.paths)["budget"]["limits"]
+        assert limits["wall_seconds"] >= 600
 
 
-async def test_cursor_stays_on_its_candidate_when_rows_reorder(session):
+async def test_cursor_stays_on_its_candidate_when_rows_reorder(live_engine):
+    app = KernelBrainApp(live_engine.paths, poll_seconds=FAST_POLL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        table = app.query_one(QueueTable)
+        table.sort_by("status")
+        await select(pilot, PRUNED)
+        before = table.cursor_row
+        # Pinned, a pruned candidate is alive again: its row moves up the status order.
+        sent = await press_and_catch(pilot, live_engine, "p")
+        await acknowledged(pilot, sent)
+        await wait_until(pilot, lambda: table.get_cell(PRUNED, "status").plain == "alive")
+        assert table.cursor_row == table.get_row_index(PRUNED) < before
+        assert app.selected_id == PRUNED
+
+
+async def test_r_resumes_a_finished_session(session):
     app = KernelBrainApp(session, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await select(pilot, "c0001")
-        table = app.query_one(QueueTable)
-        before = table.cursor_row
-        snapshot = read_snapshot(session)
-        for row in snapshot["candidates"]:
-            if row["id"] == "c0001":
-                row["score"] = 9.0
-        snapshot["step"] += 1
-        write_json_atomic(session.snapshot, snapshot)
-        await wait_until(pilot, lambda: app.snapshot["step"] == snapshot["step"])
-        assert table.cursor_row == 0 != before
-        assert app.selected_id == "c0001"
-        assert table.get_cell("c0001", "score").plain == "9"
+        assert app.engine_is_running is False
+        assert "engine not running" in status_text(app)
+        logged = len(read_events(session))
+        await pilot.press("r")
+
+        def resumed_and_finished() -> list[str]:
+            return [e["kind"] for e in read_events(session)[logged:]] == ["resumed", "finished"]
+
+        # Its budget is spent: the resumed engine finishes again at once and lets go.
+        await wait_until(pilot, resumed_and_finished, ENGINE_TIMEOUT_S)
+        await wait_until(pilot, lambda: app.engine_is_running is False)
+        assert "engine not running" in status_text(app)

@@ -7,9 +7,11 @@ import json
 import os
 
 import pytest
+from sim_session import NAME
 
 from engine.cli import UsageError
 from engine.cli.attach import resolve_session
+from engine.session.lock import EngineLock
 from engine.session_files import (
     ExportError,
     resume_command,
@@ -21,6 +23,8 @@ from kbtui.operations import export_candidate
 from kbtui.pending import PendingCommands
 from kbtui.plot import best_speedup_plot
 from kbtui.poller import SessionPoller
+
+BEST, BEST_PARENT = "c0028", "c0023"  # the sim run's best candidate and its parent
 
 
 def test_side_by_side_pairs_changed_lines_and_pads_the_shorter_side():
@@ -53,34 +57,40 @@ def test_pending_commands_settle_from_snapshot_rows_or_events():
 
 def test_poller_reports_only_what_changed(session):
     poller = SessionPoller(session)
-    first = poller.poll("c0007")
-    assert first.snapshot["session"] == "rms-demo"
-    assert [e["seq"] for e in first.events] == list(range(13))
-    assert first.running is True
-    assert first.selection.target_ids == {"parent": "c0002", "best": "c0007"}
+    first = poller.poll(BEST)
+    logged = len(session.events.read_text().splitlines())
+    assert first.snapshot["session"] == NAME
+    assert [e["seq"] for e in first.events] == list(range(logged))
+    assert first.running is False  # the run finished
+    assert first.selection.target_ids == {"parent": BEST_PARENT, "best": BEST}
     assert "class Model" in first.selection.target_sources["reference"]
 
-    quiet = poller.poll("c0007")
+    quiet = poller.poll(BEST)
     assert (quiet.snapshot, quiet.events, quiet.running, quiet.selection) == (None, [], None, None)
 
     with session.events.open("a") as log:
-        log.write(json.dumps({"seq": 13, "ts": 0.0, "kind": "paused", "message": ""}) + "\n")
-        log.write('{"seq": 14, "ts"')  # torn line: the engine is mid-write
+        log.write(json.dumps({"seq": logged, "ts": 0.0, "kind": "paused", "message": ""}) + "\n")
+        log.write('{"seq": 999, "ts"')  # torn line: the engine is mid-write
     snapshot = json.loads(session.snapshot.read_text())
     snapshot["step"] += 1
     write_json_atomic(session.snapshot, snapshot)
-    session.lock.unlink()
-    later = poller.poll("c0001")
+    lock = EngineLock(session)  # the engine's own lock, taken by this process
+    lock.acquire()
+    try:
+        later = poller.poll("c0001")
+    finally:
+        lock.release()
     assert later.snapshot["step"] == snapshot["step"]
-    assert [e["seq"] for e in later.events] == [13]
-    assert later.running is False
+    assert [e["seq"] for e in later.events] == [logged]
+    assert later.running is True
     assert later.selection.candidate_id == "c0001"
-    assert later.selection.target_sources["parent"] is None
+    assert later.selection.target_sources["parent"] is None  # a first-generation candidate
+    assert poller.poll("c0001").running is False
 
 
 def test_export_writes_the_candidate_source(session, tmp_path):
-    target = export_candidate(session, "c0007", tmp_path)
-    assert target == tmp_path / "rms-demo_c0007.py"
+    target = export_candidate(session, BEST, tmp_path)
+    assert target == tmp_path / f"{NAME}_{BEST}.py"
     source = target.read_text()
     assert "class ModelNew" in source and "@triton.jit" in source
     compile(source, str(target), "exec")
@@ -91,7 +101,7 @@ def test_export_writes_the_candidate_source(session, tmp_path):
 def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):
     assert resume_command(session)[-5:] == [
         "resume",
-        "rms-demo",
+        NAME,
         "--headless",
         "--sessions-dir",
         str(session.root.parent),
@@ -99,11 +109,11 @@ def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):
     process = start_detached_engine(session)
     try:
         assert os.getsid(process.pid) == process.pid  # its own session: outlives the TUI
-        process.wait(timeout=60)
+        assert process.wait(timeout=60) == 0
     finally:
         if process.poll() is None:
             process.kill()
-    assert session.log.exists()
+    assert "finished: budget spent" in session.log.read_text()  # nothing left to evaluate
 
 
 def test_plot_steps_up_with_the_best_speedup():
@@ -119,6 +129,6 @@ def test_plot_steps_up_with_the_best_speedup():
 def test_attach_finds_a_session_by_name_or_names_the_choices(session, monkeypatch):
     monkeypatch.delenv("KERNELBRAIN_SESSIONS", raising=False)
     sessions_dir = str(session.root.parent)
-    assert resolve_session("rms-demo", sessions_dir).root == session.root
-    with pytest.raises(UsageError, match="no session 'nope'.*sessions there: rms-demo"):
+    assert resolve_session(NAME, sessions_dir).root == session.root
+    with pytest.raises(UsageError, match=f"no session 'nope'.*sessions there: {NAME}"):
         resolve_session("nope", sessions_dir)

@@ -1,16 +1,25 @@
-"""Snapshots of each pane drawn from the fixture session (pytest --snapshot-update to renew)."""
+"""Snapshots of each pane drawn from the sim session (pytest --snapshot-update to renew).
+
+The 80x24 panes show the finished session as it is after its run: no engine, so the status
+line offers to resume. The wide layout shows a real engine holding the session paused."""
 
 from __future__ import annotations
 
 import pytest
-from pilot_helpers import settle, wait_until
+from pilot_helpers import select, settle
 
+from engine.session_files import read_candidate
 from kbtui.app import KernelBrainApp
 
+PROFILER_UNAVAILABLE = "c0021"  # profiled at rung 1 by the sim backend, which cannot profile
+NOT_PROFILED_YET = "c0001"  # never climbed past rung 0, which does not profile
 
-def showing(*keys: str):
+
+def showing(*keys: str, candidate: str | None = None):
     async def run_before(pilot) -> None:
         await settle(pilot)
+        if candidate:
+            await select(pilot, candidate)
         if keys:
             await pilot.press(*keys)
         await pilot.pause(0.1)
@@ -34,20 +43,22 @@ def test_pane_at_80x24(snap_compare, session, keys):
     assert snap_compare(KernelBrainApp(session), terminal_size=(80, 24), run_before=showing(*keys))
 
 
-def test_wide_terminal_puts_the_queue_beside_the_panes(snap_compare, session):
-    assert snap_compare(KernelBrainApp(session), terminal_size=(160, 40), run_before=showing("3"))
-
-
 def test_profiler_unavailable(snap_compare, session):
-    async def run_before(pilot) -> None:
-        await settle(pilot)
-        await pilot.press("down", "2")  # c0002: ncu missing
-        await wait_until(pilot, lambda: pilot.app.selection.candidate_id == "c0002")
-        await pilot.pause(0.1)
-
-    assert snap_compare(KernelBrainApp(session), terminal_size=(80, 24), run_before=run_before)
+    assert read_candidate(session, PROFILER_UNAVAILABLE)["profile"]["status"] == "unavailable"
+    app = KernelBrainApp(session)
+    assert snap_compare(
+        app, terminal_size=(80, 24), run_before=showing("2", candidate=PROFILER_UNAVAILABLE)
+    )
 
 
-def test_stopped_engine_offers_resume(snap_compare, session):
-    session.lock.unlink()
-    assert snap_compare(KernelBrainApp(session), terminal_size=(80, 24), run_before=showing())
+def test_profiler_not_profiled_yet(snap_compare, session):
+    assert read_candidate(session, NOT_PROFILED_YET)["profile"] is None
+    app = KernelBrainApp(session)
+    assert snap_compare(
+        app, terminal_size=(80, 24), run_before=showing("2", candidate=NOT_PROFILED_YET)
+    )
+
+
+def test_wide_terminal_puts_the_queue_beside_the_panes(snap_compare, live_engine):
+    app = KernelBrainApp(live_engine.paths)
+    assert snap_compare(app, terminal_size=(160, 40), run_before=showing("3"))

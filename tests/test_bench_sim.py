@@ -41,7 +41,7 @@ def bench(*args, check=True):
 @pytest.fixture(scope="module")
 def sim_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "90gpu-s",
+    bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "50gpu-s",
           "--ablation", "softmax", "--seed", "3", "--out", str(out))  # fmt: skip
     return out, json.loads((out / "sim.json").read_text())
 

@@ -32,6 +32,9 @@ from engine.jobs import source_sha256
 
 log = logging.getLogger(__name__)
 
+# Replies asked for when the engine asks for "one per strategy" (count 0): the coarse round.
+COARSE_REPLIES = 4
+
 DEFAULT_TIMEOUT_S = 300.0  # a slow model writing a long kernel can take minutes
 DEFAULT_MAX_RETRIES = 4  # after the first attempt, for rate limits, timeouts and 5xx
 DEFAULT_CONCURRENCY = 4  # requests in flight at once; providers rate-limit bursts
@@ -175,8 +178,9 @@ class LLMGenerator:
         messages = build_prompt(request)
         prompt_hash = prompt_sha256(messages)
         budget = DollarBudget(request.budget_usd_left)
-        keys = [f"{prompt_hash}:{index}" for index in range(request.count)]
-        workers = max(1, min(self.concurrency, request.count))
+        count = request.count or COARSE_REPLIES
+        keys = [f"{prompt_hash}:{index}" for index in range(count)]
+        workers = max(1, min(self.concurrency, count))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm") as pool:
             futures = [
                 pool.submit(self._answer, key, messages, request.replies, budget) for key in keys

@@ -76,6 +76,7 @@ class Engine:
             self.rng.setstate((version, tuple(internal), gauss))
         else:
             self.rng.seed(meta["seed"])
+        self.replies = ReplyTable(store)
         self.population: list[Candidate] = store.candidates()
         self.by_id = {c.id: c for c in self.population}
         self.index = scheduler.RungIndex(self.population)
@@ -166,7 +167,7 @@ class Engine:
             failures=failures,
             slower_siblings=siblings,
             known_sha256=self.known_sha,
-            replies=ReplyTable(self.store),
+            replies=self.replies,
             budget_usd_left=self.ledger.left(self.limits)["llm_usd"],
         )
         outcome = self.generator.propose(request)
@@ -177,6 +178,8 @@ class Engine:
             self.event(
                 write, "generation_rejected", f"{rejection['reason']}: {rejection['message']}"
             )
+        for line in outcome.repairs + outcome.notes:
+            self.event(write, "generation_note", line)
         return self.admit(write, outcome.proposals, parent)
 
     def admit(self, write: StepWrite, proposals, parent: Candidate | None) -> int:

@@ -4,6 +4,7 @@ continue. Only the engine that holds the session lock opens it for writing."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,18 +200,22 @@ class Store:
 
 
 class ReplyTable:
-    """engine.generate.base.ReplyStore on the session file: each reply committed at once."""
+    """engine.generate.base.ReplyStore on the session file: each reply committed at once. The
+    LLM generator calls it from several threads: they share one cursor, one at a time."""
 
     def __init__(self, store: Store):
-        self.store = store
+        self.cursor = store.db.cursor()
+        self.lock = threading.Lock()
 
     def get(self, prompt_sha256: str) -> dict | None:
-        row = self.store.db.execute(
-            "SELECT reply FROM replies WHERE prompt_sha256 = ?", [prompt_sha256]
-        ).fetchone()
+        with self.lock:
+            row = self.cursor.execute(
+                "SELECT reply FROM replies WHERE prompt_sha256 = ?", [prompt_sha256]
+            ).fetchone()
         return json.loads(row[0]) if row else None
 
     def put(self, prompt_sha256: str, reply: dict) -> None:
-        self.store.db.execute(
-            "INSERT OR REPLACE INTO replies VALUES (?, ?)", [prompt_sha256, json.dumps(reply)]
-        )
+        with self.lock:
+            self.cursor.execute(
+                "INSERT OR REPLACE INTO replies VALUES (?, ?)", [prompt_sha256, json.dumps(reply)]
+            )

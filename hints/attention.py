@@ -213,8 +213,8 @@ FAMILY = Family(
             ),
             template=FLASH_TEMPLATE,
             params=(
-                Param("BLOCK_M", (16, 32, 64, 128), 128),
-                Param("BLOCK_N", (16, 32, 64, 128), 64),
+                Param("BLOCK_M", (16, 32, 64, 128), 128, tile=True),
+                Param("BLOCK_N", (16, 32, 64, 128), 64, tile=True),
                 Param("num_warps", (2, 4, 8), 8),
                 Param("num_stages", (1, 2, 3, 4), 3),
                 Param("precision", PRECISIONS, "ieee"),

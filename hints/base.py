@@ -37,6 +37,7 @@ class Param:
     name: str
     values: tuple  # legal values, in order (neighbourhoods step through this list)
     default: object
+    tile: bool = False  # the work of one program: smaller means more programs, fewer registers
 
 
 @dataclass(frozen=True)

@@ -338,8 +338,8 @@ def grouped_conv(x, w, bias):
 )
 
 DIRECT_PARAMS = (
-    Param("BLOCK_HW", (64, 128, 256, 512, 1024), 256),
-    Param("BLOCK_CO", (4, 8, 16, 32, 64), 16),
+    Param("BLOCK_HW", (64, 128, 256, 512, 1024), 256, tile=True),
+    Param("BLOCK_CO", (4, 8, 16, 32, 64), 16, tile=True),
     Param("num_warps", (1, 2, 4, 8), 4),
 )
 
@@ -381,8 +381,8 @@ FAMILY = Family(
             template=DEPTHWISE_TEMPLATE,
             params=(
                 *DIRECT_PARAMS,
-                Param("BLOCK_H", (2, 4, 8, 16, 32), 8),
-                Param("BLOCK_W", (16, 32, 64, 128), 64),
+                Param("BLOCK_H", (2, 4, 8, 16, 32), 8, tile=True),
+                Param("BLOCK_W", (16, 32, 64, 128), 64, tile=True),
                 Param("dw_num_warps", (1, 2, 4, 8), 4),
             ),
             applies_to=has_depthwise_size,
@@ -404,9 +404,9 @@ FAMILY = Family(
             template=IMPLICIT_GEMM_TEMPLATE,
             params=(
                 *DIRECT_PARAMS,
-                Param("GEMM_BLOCK_HW", (32, 64, 128, 256), 128),
-                Param("GEMM_BLOCK_CO", (16, 32, 64, 128), 64),
-                Param("BLOCK_K", (16, 32, 64), 32),
+                Param("GEMM_BLOCK_HW", (32, 64, 128, 256), 128, tile=True),
+                Param("GEMM_BLOCK_CO", (16, 32, 64, 128), 64, tile=True),
+                Param("BLOCK_K", (16, 32, 64), 32, tile=True),
                 Param("gemm_num_warps", (2, 4, 8), 4),
                 Param("num_stages", (1, 2, 3, 4), 3),
                 Param("precision", PRECISIONS, "ieee"),

@@ -36,8 +36,9 @@ class Expr:
 
 
 def call(name: str, *operands) -> Expr:
-    return Expr(f"{name}({', '.join(str(o) if isinstance(o, Expr) else o for o in operands)})",
-                atom=True)
+    return Expr(
+        f"{name}({', '.join(str(o) if isinstance(o, Expr) else o for o in operands)})", atom=True
+    )
 
 
 def binary(left, op: str, right) -> Expr:
@@ -130,13 +131,19 @@ def elu(x: Expr, alpha) -> Expr | None:
 
 def gelu(x: Expr, approximate) -> Expr | None:
     if approximate == "tanh":
-        inner = binary(scalar(SQRT_2_OVER_PI), "*", binary(x, "+", binary(
-            "0.044715", "*", binary(binary(x, "*", x), "*", x))))
+        inner = binary(
+            scalar(SQRT_2_OVER_PI),
+            "*",
+            binary(x, "+", binary("0.044715", "*", binary(binary(x, "*", x), "*", x))),
+        )
         return binary(binary("0.5", "*", x), "*", binary("1.0", "+", tanh(inner)))
     if approximate not in (None, "none"):
         return None
-    return binary(binary("0.5", "*", x), "*",
-                  binary("1.0", "+", call("tl.erf", binary(x, "*", scalar(SQRT_HALF)))))
+    return binary(
+        binary("0.5", "*", x),
+        "*",
+        binary("1.0", "+", call("tl.erf", binary(x, "*", scalar(SQRT_HALF)))),
+    )
 
 
 def arithmetic(op: str, x: Expr, other, tensor_first: bool, alpha) -> Expr | None:
@@ -179,15 +186,21 @@ def step(op: str, x: Expr, args: tuple, kwargs: dict, tensor_first: bool) -> Exp
         value = argument(args, kwargs, 0, op[-3:], None)
         return clamp(x, value, None) if op == "clamp_min" else clamp(x, None, value)
     if op == "hardtanh":
-        return clamp(x, argument(args, kwargs, 0, "min_val", -1.0),
-                     argument(args, kwargs, 1, "max_val", 1.0))
+        return clamp(
+            x, argument(args, kwargs, 0, "min_val", -1.0), argument(args, kwargs, 1, "max_val", 1.0)
+        )
     if op == "leaky_relu":
         slope = scalar(argument(args, kwargs, 0, "negative_slope", 0.01))
-        return None if slope is None else call(
-            "tl.where", binary(x, ">=", "0.0"), x, binary(x, "*", slope))
+        return (
+            None
+            if slope is None
+            else call("tl.where", binary(x, ">=", "0.0"), x, binary(x, "*", slope))
+        )
     if op == "threshold":
-        threshold, value = argument(args, kwargs, 0, "threshold", None), argument(
-            args, kwargs, 1, "value", None)
+        threshold, value = (
+            argument(args, kwargs, 0, "threshold", None),
+            argument(args, kwargs, 1, "value", None),
+        )
         if scalar(threshold) is None or scalar(value) is None:
             return None
         return call("tl.where", binary(x, ">", scalar(threshold)), x, scalar(value))
@@ -196,8 +209,9 @@ def step(op: str, x: Expr, args: tuple, kwargs: dict, tensor_first: bool) -> Exp
     if op == "selu":
         return binary("1.0507009873554805", "*", elu(x, 1.6732632423543772))
     if op == "softplus":
-        return softplus(x, argument(args, kwargs, 0, "beta", 1.0),
-                        argument(args, kwargs, 1, "threshold", 20.0))
+        return softplus(
+            x, argument(args, kwargs, 0, "beta", 1.0), argument(args, kwargs, 1, "threshold", 20.0)
+        )
     if op == "gelu":
         return gelu(x, argument(args, kwargs, 0, "approximate", "none"))
     return None
@@ -235,16 +249,19 @@ def match(problem) -> Match | None:
     binding = bind(problem)
     if binding is None or not binding.operands or not any(binding.operands[0]):
         return None
-    return Match("elementwise", {
-        "expression": expression,
-        "ops": [c.op for c in calls],
-        "init_source": binding.init_source,
-        "forward_params": binding.forward_params,
-        "input": next(name for name in binding.operands[0] if name),
-    })
+    return Match(
+        "elementwise",
+        {
+            "expression": expression,
+            "ops": [c.op for c in calls],
+            "init_source": binding.init_source,
+            "forward_params": binding.forward_params,
+            "input": next(name for name in binding.operands[0] if name),
+        },
+    )
 
 
-MODEL = '''
+MODEL = """
 
 class ModelNew(nn.Module):
 $init_source
@@ -252,9 +269,10 @@ $init_source
         x = $input.contiguous()
         out = torch.empty_like(x)
         n = x.numel()
-'''
+"""
 
-FLAT_TEMPLATE = '''import torch
+FLAT_TEMPLATE = (
+    """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -273,14 +291,18 @@ def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty))
     else:
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=offsets < n_elements)
-''' + MODEL + '''        grid = (triton.cdiv(n, $BLOCK),)
+"""
+    + MODEL
+    + """        grid = (triton.cdiv(n, $BLOCK),)
         elementwise_kernel[grid](
             x, out, n, BLOCK=$BLOCK, EVEN=n % $BLOCK == 0, num_warps=$num_warps
         )
         return out
-'''
+"""
+)
 
-PERSISTENT_TEMPLATE = '''import torch
+PERSISTENT_TEMPLATE = (
+    """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -303,12 +325,15 @@ def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         y = $expression
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
-''' + MODEL + '''        sms = SMS_ON_CPU if not x.is_cuda else (
+"""
+    + MODEL
+    + """        sms = SMS_ON_CPU if not x.is_cuda else (
             torch.cuda.get_device_properties(x.device).multi_processor_count)
         grid = (max(1, min(triton.cdiv(n, $BLOCK), sms * $programs_per_sm)),)
         elementwise_kernel[grid](x, out, n, BLOCK=$BLOCK, num_warps=$num_warps)
         return out
-'''
+"""
+)
 
 BLOCKS = (512, 1024, 2048, 4096, 8192)
 WARPS = (2, 4, 8, 16)
@@ -330,7 +355,7 @@ FAMILY = Family(
                 "compiled out when the size is a multiple of BLOCK."
             ),
             template=FLAT_TEMPLATE,
-            params=(Param("BLOCK", BLOCKS, 4096), Param("num_warps", WARPS, 8)),
+            params=(Param("BLOCK", BLOCKS, 4096, tile=True), Param("num_warps", WARPS, 8)),
         ),
         Strategy(
             name="elementwise.persistent_grid_stride",
@@ -344,7 +369,7 @@ FAMILY = Family(
             ),
             template=PERSISTENT_TEMPLATE,
             params=(
-                Param("BLOCK", BLOCKS, 4096),
+                Param("BLOCK", BLOCKS, 4096, tile=True),
                 Param("num_warps", WARPS, 8),
                 Param("programs_per_sm", (1, 2, 4, 8), 4),
             ),

@@ -343,9 +343,9 @@ def product(a, b, bias):
 
 def tile_params(block_m=128, block_n=128, block_k=32, warps=8, stages=3) -> tuple[Param, ...]:
     return (
-        Param("BLOCK_M", (32, 64, 128, 256), block_m),
-        Param("BLOCK_N", (32, 64, 128, 256), block_n),
-        Param("BLOCK_K", (16, 32, 64, 128), block_k),
+        Param("BLOCK_M", (32, 64, 128, 256), block_m, tile=True),
+        Param("BLOCK_N", (32, 64, 128, 256), block_n, tile=True),
+        Param("BLOCK_K", (16, 32, 64, 128), block_k, tile=True),
         Param("GROUP_M", (1, 4, 8, 16), 8),
         Param("num_warps", (2, 4, 8), warps),
         Param("num_stages", (2, 3, 4, 5), stages),

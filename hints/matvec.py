@@ -37,10 +37,18 @@ def operand_exprs(facts: dict, names: tuple) -> dict | None:
         shape = f"({first}.shape[0], 1)" if facts["column"] else f"({first}.shape[0],)"
         return dict(a_expr=first, v_expr=f"{second}.reshape(-1)", out_shape=shape, bias_expr="None")
     if facts["layout"] == "row_matrix":  # x (1, K) @ B (K, N): A = B^T, read through its strides
-        return dict(a_expr=f"{second}.t()", v_expr=f"{first}.reshape(-1)",
-                    out_shape=f"(1, {second}.shape[1])", bias_expr="None")
-    return dict(a_expr=second, v_expr=f"{first}.reshape(-1)", out_shape=f"(1, {second}.shape[0])",
-                bias_expr=names[2] if facts["bias"] else "None")
+        return dict(
+            a_expr=f"{second}.t()",
+            v_expr=f"{first}.reshape(-1)",
+            out_shape=f"(1, {second}.shape[1])",
+            bias_expr="None",
+        )
+    return dict(
+        a_expr=second,
+        v_expr=f"{first}.reshape(-1)",
+        out_shape=f"(1, {second}.shape[0])",
+        bias_expr=names[2] if facts["bias"] else "None",
+    )
 
 
 def match(problem) -> Match | None:
@@ -60,19 +68,24 @@ def match(problem) -> Match | None:
     exprs = operand_exprs(facts, binding.operands[0])
     if exprs is None or problem.calls[problem.smallest.label][0].args[0][2] not in FLOAT_DTYPES:
         return None
-    return Match("matvec", {
-        "layout": facts["layout"],
-        "shapes": shapes,  # [tier, M, K] per size
-        "init_source": binding.init_source,
-        "forward_params": binding.forward_params,
-        **exprs,
-    })
+    return Match(
+        "matvec",
+        {
+            "layout": facts["layout"],
+            "shapes": shapes,  # [tier, M, K] per size
+            "init_source": binding.init_source,
+            "forward_params": binding.forward_params,
+            **exprs,
+        },
+    )
 
 
 def few_row_blocks(match: Match) -> bool:
     """Split-K pays when some real size has under two waves of 8-row blocks and a long K."""
-    return any(tier != "tiny" and m / 8 < 2 * H200_SMS and k >= 8192
-               for tier, m, k in match.facts["shapes"])
+    return any(
+        tier != "tiny" and m / 8 < 2 * H200_SMS and k >= 8192
+        for tier, m, k in match.facts["shapes"]
+    )
 
 
 HEADER = '''import torch
@@ -105,7 +118,7 @@ def row_block_dot(a_ptr, v_ptr, rows, M, K, stride_am, stride_ak, k_lo, k_len,
     return tl.sum(acc, axis=1)
 '''
 
-MODEL = '''
+MODEL = """
 
 class ModelNew(nn.Module):
 $init_source
@@ -117,9 +130,11 @@ $init_source
         out = torch.empty($out_shape, device=a.device, dtype=a.dtype)
         has_bias = bias is not None
         bias = out if bias is None else bias
-'''
+"""
 
-ROW_BLOCK = HEADER + '''
+ROW_BLOCK = (
+    HEADER
+    + """
 
 @triton.jit
 def matvec_kernel(a_ptr, v_ptr, bias_ptr, out_ptr, M, K, stride_am, stride_ak,
@@ -129,14 +144,19 @@ def matvec_kernel(a_ptr, v_ptr, bias_ptr, out_ptr, M, K, stride_am, stride_ak,
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=rows < M, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=rows < M)
-''' + MODEL + '''        grid = (triton.cdiv(M, $BLOCK_M),)
+"""
+    + MODEL
+    + """        grid = (triton.cdiv(M, $BLOCK_M),)
         matvec_kernel[grid](a, v, bias, out, M, K, a.stride(0), a.stride(1), HAS_BIAS=has_bias,
                             BLOCK_M=$BLOCK_M, BLOCK_K=$BLOCK_K, num_warps=$num_warps,
                             num_stages=$num_stages)
         return out
-'''
+"""
+)
 
-PERSISTENT = HEADER + '''
+PERSISTENT = (
+    HEADER
+    + """
 
 @triton.jit
 def matvec_kernel(a_ptr, v_ptr, bias_ptr, out_ptr, M, K, stride_am, stride_ak,
@@ -148,15 +168,20 @@ def matvec_kernel(a_ptr, v_ptr, bias_ptr, out_ptr, M, K, stride_am, stride_ak,
         if HAS_BIAS:
             y += tl.load(bias_ptr + rows, mask=rows < M, other=0.0).to(tl.float32)
         tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=rows < M)
-''' + MODEL + '''        sms = sm_count(a)
+"""
+    + MODEL
+    + """        sms = sm_count(a)
         grid = (max(1, min(triton.cdiv(M, $BLOCK_M), sms * $programs_per_sm)),)
         matvec_kernel[grid](a, v, bias, out, M, K, a.stride(0), a.stride(1), HAS_BIAS=has_bias,
                             BLOCK_M=$BLOCK_M, BLOCK_K=$BLOCK_K, num_warps=$num_warps,
                             num_stages=$num_stages)
         return out
-'''
+"""
+)
 
-SPLIT_K = HEADER + '''
+SPLIT_K = (
+    HEADER
+    + """
 
 @triton.jit
 def partial_kernel(a_ptr, v_ptr, ws_ptr, M, K, stride_am, stride_ak, CHUNK,
@@ -186,7 +211,9 @@ def reduce_kernel(ws_ptr, bias_ptr, out_ptr, M, SPLIT_K, HAS_BIAS: tl.constexpr,
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=rows < M, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=rows < M)
-''' + MODEL + '''        sms = sm_count(a)
+"""
+    + MODEL
+    + """        sms = sm_count(a)
         row_blocks = triton.cdiv(M, $BLOCK_M)
         # Enough splits for $WAVES waves of programs, each chunk a whole number of BLOCK_Ks.
         split_k = max(1, min(triton.cdiv(sms * $WAVES, row_blocks), triton.cdiv(K, $BLOCK_K)))
@@ -203,10 +230,11 @@ def reduce_kernel(ws_ptr, bias_ptr, out_ptr, M, SPLIT_K, HAS_BIAS: tl.constexpr,
         reduce_kernel[(triton.cdiv(M, 1024),)](ws, bias, out, M, split_k, HAS_BIAS=has_bias,
                                                 BLOCK=1024, FROM_PARTIALS=not $ATOMIC)
         return out
-'''
+"""
+)
 
-BLOCK_M = Param("BLOCK_M", (1, 2, 4, 8, 16), 4)
-BLOCK_K = Param("BLOCK_K", (256, 512, 1024, 2048, 4096), 1024)
+BLOCK_M = Param("BLOCK_M", (1, 2, 4, 8, 16), 4, tile=True)
+BLOCK_K = Param("BLOCK_K", (256, 512, 1024, 2048, 4096), 1024, tile=True)
 WARPS = Param("num_warps", (2, 4, 8, 16), 8)
 STAGES = Param("num_stages", (1, 2, 3, 4), 3)
 
@@ -251,8 +279,14 @@ FAMILY = Family(
                 "(deterministic), or with ATOMIC they are atomically added into the output."
             ),
             template=SPLIT_K,
-            params=(BLOCK_M, BLOCK_K, WARPS, STAGES, Param("WAVES", (1, 2, 4, 8), 4),
-                    Param("ATOMIC", (False, True), False)),
+            params=(
+                BLOCK_M,
+                BLOCK_K,
+                WARPS,
+                STAGES,
+                Param("WAVES", (1, 2, 4, 8), 4),
+                Param("ATOMIC", (False, True), False),
+            ),
             applies_to=few_row_blocks,
         ),
     ),

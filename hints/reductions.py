@@ -68,8 +68,12 @@ def recognise_fused(call, ndim: int) -> dict | None:
         if eps is None:  # rms_norm's default: the dtype's machine epsilon
             eps = torch.finfo(torch.float32).eps
         return dict(
-            op=call.op.replace("_", ""), dims=tuple(range(ndim - len(shape), ndim)), eps=eps,
-            correction=0, weight=is_tensor(weight), bias=is_tensor(bias),
+            op=call.op.replace("_", ""),
+            dims=tuple(range(ndim - len(shape), ndim)),
+            eps=eps,
+            correction=0,
+            weight=is_tensor(weight),
+            bias=is_tensor(bias),
         )
     if call.op == "normalize" and argument(call, 1, "p", 2.0) == 2:
         dims = reduced_dims(call, 2, "dim", ndim)
@@ -92,23 +96,43 @@ def recognise_composed(calls, shape: list) -> dict | None:
     squared = any(c.op in SQUARES for c in calls)
     found = {c.op for c in reductions}
     if found == {"mean"} and squared and "sub" not in ops and len(reductions) == 1:
-        return dict(op="rmsnorm", dims=dims, eps=scalar_after(calls, "add", reduced_shape) or 0.0,
-                    correction=0, weight=False, bias=False)
+        return dict(
+            op="rmsnorm",
+            dims=dims,
+            eps=scalar_after(calls, "add", reduced_shape) or 0.0,
+            correction=0,
+            weight=False,
+            bias=False,
+        )
     if "sub" in ops and (found == {"mean", "var"} or (found == {"mean"} and len(reductions) == 2)):
         var = next((c for c in reductions if c.op == "var"), None)
-        unbiased = var is not None and argument(var, 2, "unbiased", True) is not False and (
-            argument(var, 2, "correction", 1) != 0)
-        return dict(op="layernorm", dims=dims, eps=scalar_after(calls, "add", reduced_shape) or 0.0,
-                    correction=int(unbiased), weight=False, bias=False)
+        unbiased = (
+            var is not None
+            and argument(var, 2, "unbiased", True) is not False
+            and (argument(var, 2, "correction", 1) != 0)
+        )
+        return dict(
+            op="layernorm",
+            dims=dims,
+            eps=scalar_after(calls, "add", reduced_shape) or 0.0,
+            correction=int(unbiased),
+            weight=False,
+            bias=False,
+        )
     if found <= {"norm", "linalg_vector_norm"} and "sub" not in ops:
         if any(argument(c, 1, "p", 2) != 2 for c in reductions if c.op == "norm"):
             return None
         clamp = scalar_after(calls, "clamp_min", reduced_shape) or scalar_after(
-            calls, "clamp", reduced_shape)
+            calls, "clamp", reduced_shape
+        )
         if clamp is not None:
             return dict(op="l2norm", dims=dims, eps=clamp, eps_mode="max")
-        return dict(op="l2norm", dims=dims, eps=scalar_after(calls, "add", reduced_shape) or 0.0,
-                    eps_mode="add")
+        return dict(
+            op="l2norm",
+            dims=dims,
+            eps=scalar_after(calls, "add", reduced_shape) or 0.0,
+            eps_mode="add",
+        )
     return None
 
 
@@ -117,8 +141,11 @@ ARITHMETIC = frozenset("add sub mul div sqrt rsqrt clamp clamp_min reciprocal".s
 
 def view(shape, dims) -> list[int]:
     """[outer, R, inner] for a reduction over the contiguous run `dims` of `shape`."""
-    return [math.prod(shape[: dims[0]]), math.prod(shape[dims[0] : dims[-1] + 1]),
-            math.prod(shape[dims[-1] + 1 :])]
+    return [
+        math.prod(shape[: dims[0]]),
+        math.prod(shape[dims[0] : dims[-1] + 1]),
+        math.prod(shape[dims[-1] + 1 :]),
+    ]
 
 
 def affine_names(problem, facts: dict) -> tuple[str, str]:
@@ -147,29 +174,40 @@ def match(problem) -> Match | None:
     if list(problem.output_specs[label][0][0]) != shape or first_tensor(calls[0])[2] != "float32":
         return None
     facts = (recognise_fused(calls[0], len(shape)) if len(calls) == 1 else None) or (
-        recognise_composed(calls, shape))
+        recognise_composed(calls, shape)
+    )
     if facts is None or facts.get("dims") is None:
         return None
-    facts = {"eps": 0.0, "eps_mode": "add", "correction": 0, "weight": False, "bias": False,
-             **facts}
+    facts = {
+        "eps": 0.0,
+        "eps_mode": "add",
+        "correction": 0,
+        "weight": False,
+        "bias": False,
+        **facts,
+    }
     binding = bind(problem)
     if binding is None or not binding.operands or binding.operands[0][0] is None:
         return None
     names = affine_names(problem, facts) if facts["weight"] or facts["bias"] else ("None", "None")
     if names is None:
         return None
-    views = [view(list(first_tensor(problem.calls[s.label][0])[1]), facts["dims"])
-             for s in problem.sizes]
-    return Match("reduction", {
-        **facts,
-        "dims": list(facts["dims"]),
-        "views": views,  # [outer, R, inner] per size of the ladder
-        "init_source": binding.init_source,
-        "forward_params": binding.forward_params,
-        "input": binding.operands[0][0],
-        "weight_expr": names[0],
-        "bias_expr": names[1],
-    })
+    views = [
+        view(list(first_tensor(problem.calls[s.label][0])[1]), facts["dims"]) for s in problem.sizes
+    ]
+    return Match(
+        "reduction",
+        {
+            **facts,
+            "dims": list(facts["dims"]),
+            "views": views,  # [outer, R, inner] per size of the ladder
+            "init_source": binding.init_source,
+            "forward_params": binding.forward_params,
+            "input": binding.operands[0][0],
+            "weight_expr": names[0],
+            "bias_expr": names[1],
+        },
+    )
 
 
 def last_axis(match: Match) -> bool:
@@ -183,7 +221,8 @@ def whole_row_fits(match: Match) -> bool:
 def few_rows_long(match: Match) -> bool:
     """Split rows pay when some size has under a few waves of rows over 132 SMs, or huge rows."""
     return last_axis(match) and any(
-        r >= 8192 and (rows < 4 * 132 or r >= 131072) for rows, r, _ in match.facts["views"])
+        r >= 8192 and (rows < 4 * 132 or r >= 131072) for rows, r, _ in match.facts["views"]
+    )
 
 
 def is_softmax(match: Match) -> bool:
@@ -191,8 +230,10 @@ def is_softmax(match: Match) -> bool:
 
 
 def tiled_inner(match: Match) -> bool:
-    return any(inner > 1 for _, _, inner in match.facts["views"]) and max(
-        r for _, r, _ in match.facts["views"]) <= MAX_TILED_R
+    return (
+        any(inner > 1 for _, _, inner in match.facts["views"])
+        and max(r for _, r, _ in match.facts["views"]) <= MAX_TILED_R
+    )
 
 
 # --- Per-op code. Norms divide with correctly rounded sqrt_rn/div_rn, as PyTorch's x / sqrt(.)
@@ -240,23 +281,33 @@ def accumulate(op: str, online: bool = True) -> tuple[str, str]:
     """(init, update) statements: per-lane partials p0, p1 over chunks `x` of a row."""
     if op in ("softmax", "log_softmax"):
         # A finite floor, not -inf: exp(p0 - m_new) must stay 0, never exp(nan).
-        return ("""
+        return (
+            """
     p0 = tl.full([BLOCK], -3.0e38, tl.float32)
-    p1 = tl.zeros([BLOCK], dtype=tl.float32)""", """
+    p1 = tl.zeros([BLOCK], dtype=tl.float32)""",
+            """
         m_new = tl.maximum(p0, x)
         p1 = p1 * tl.exp(p0 - m_new) + tl.exp(x - m_new)
-        p0 = m_new""")
+        p0 = m_new""",
+        )
     if op == "layernorm":  # shifted sums: no cancellation when the mean is far from zero
-        return (SHIFT + """
+        return (
+            SHIFT
+            + """
     p0 = tl.zeros([BLOCK], dtype=tl.float32)
-    p1 = tl.zeros([BLOCK], dtype=tl.float32)""", """
+    p1 = tl.zeros([BLOCK], dtype=tl.float32)""",
+            """
         d = tl.where(mask, x - shift, 0.0)
         p0 += d
-        p1 += d * d""")
-    return ("""
+        p1 += d * d""",
+        )
+    return (
+        """
     p0 = tl.zeros([BLOCK], dtype=tl.float32)
-    p1 = tl.zeros([1], dtype=tl.float32)""", """
-        p0 += x * x""")
+    p1 = tl.zeros([1], dtype=tl.float32)""",
+        """
+        p0 += x * x""",
+    )
 
 
 def merge(op: str) -> str:
@@ -284,11 +335,14 @@ def finalize(op: str, eps_mode: str) -> str:
         den = "tl.maximum(tl.sqrt_rn(q0), eps)" if eps_mode == "max" else "tl.sqrt_rn(q0) + eps"
         return f"""
     den = {den}"""
-    return SHIFT + """
+    return (
+        SHIFT
+        + """
     mean_shifted = q0 / R
     var = tl.maximum(q1 - mean_shifted * mean_shifted * R, 0.0) / (R - CORRECTION)
     mean = shift + mean_shifted
     scale = tl.math.div_rn(1.0, tl.sqrt_rn(var + eps))"""
+    )
 
 
 APPLY = {
@@ -323,7 +377,8 @@ def substitutions(match: Match) -> dict:
         "finalize": finalize(op, eps_mode),
         "apply": APPLY[op],
         "row_affine": AFFINE.replace("COLS", "cols[None, :]").replace(
-            "COL_MASK", "cols[None, :] < R"),
+            "COL_MASK", "cols[None, :] < R"
+        ),
         "loop_affine": indent(AFFINE.replace("COLS", "offs").replace("COL_MASK", "mask"), 1),
         "correction": match.facts["correction"],
         "eps_value": repr(float(match.facts["eps"])),
@@ -348,7 +403,7 @@ def sm_count(t):
     return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 2
 '''
 
-MODEL = '''
+MODEL = """
 
 class ModelNew(nn.Module):
 $init_source
@@ -362,9 +417,11 @@ $init_source
         w = x if weight is None else weight.contiguous()
         b = x if bias is None else bias.contiguous()
         affine = dict(HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None)
-'''
+"""
 
-WHOLE_ROW_TEMPLATE = HEADER + '''
+WHOLE_ROW_TEMPLATE = (
+    HEADER
+    + """
 
 @triton.jit
 def row_kernel(x_ptr, out_ptr, w_ptr, b_ptr, rows, R, eps, ROWS: tl.constexpr,
@@ -378,15 +435,18 @@ def row_kernel(x_ptr, out_ptr, w_ptr, b_ptr, rows, R, eps, ROWS: tl.constexpr,
 $whole_row
 $row_affine
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
-''' + MODEL + '''        block_r = triton.next_power_of_2(R)
+"""
+    + MODEL
+    + """        block_r = triton.next_power_of_2(R)
         rows_per_program = max(1, min($ROWS, $ELEMENTS_PER_PROGRAM // block_r))
         grid = (triton.cdiv(outer, rows_per_program),)
         row_kernel[grid](x, out, w, b, outer, R, EPS, ROWS=rows_per_program, BLOCK_R=block_r,
                          num_warps=$num_warps, **affine)
         return out
-'''
+"""
+)
 
-LOOP_KERNEL = '''
+LOOP_KERNEL = """
 
 @triton.jit
 def looped_kernel(x_ptr, out_ptr, w_ptr, b_ptr, R, eps, BLOCK: tl.constexpr,
@@ -404,23 +464,23 @@ $finalize
         y = $apply
 $loop_affine
         tl.store(out_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
-'''
+"""
 
-LOOP_LAUNCH = '''        block = min($BLOCK, triton.next_power_of_2(R))
+LOOP_LAUNCH = """        block = min($BLOCK, triton.next_power_of_2(R))
         looped_kernel[(outer,)](x, out, w, b, R, EPS, BLOCK=block, num_warps=$num_warps,
                                 num_stages=$num_stages, **affine)
         return out
-'''
+"""
 
-ONLINE_STATS = '''$acc_init
+ONLINE_STATS = """$acc_init
     for start in range(0, R, BLOCK):
         offs = start + cols
         mask = offs < R
         x = tl.load(x_row + offs, mask=mask, other=$fill).to(tl.float32)$acc_update
-$merge'''
+$merge"""
 
 # The multi-pass baseline for softmax: a max pass, then a sum-of-exponentials pass.
-TWO_PASS_SOFTMAX_STATS = '''
+TWO_PASS_SOFTMAX_STATS = """
     p0 = tl.full([BLOCK], float("-inf"), tl.float32)
     for start in range(0, R, BLOCK):
         offs = start + cols
@@ -432,9 +492,9 @@ TWO_PASS_SOFTMAX_STATS = '''
         offs = start + cols
         x = tl.load(x_row + offs, mask=offs < R, other=float("-inf")).to(tl.float32)
         p1 += tl.exp(x - q0)
-    q1 = tl.sum(p1, axis=0)'''
+    q1 = tl.sum(p1, axis=0)"""
 
-SPLIT_KERNELS = '''
+SPLIT_KERNELS = """
 
 @triton.jit
 def partial_kernel(x_ptr, ws_ptr, R, CHUNK, SPLITS, BLOCK: tl.constexpr):
@@ -477,9 +537,9 @@ $finalize
         y = $apply
 $loop_affine
         tl.store(out_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
-'''
+"""
 
-SPLIT_LAUNCH = '''        sms = sm_count(x)
+SPLIT_LAUNCH = """        sms = sm_count(x)
         # Enough programs for $WAVES waves, each chunk a whole number of BLOCKs.
         block = min($BLOCK, triton.next_power_of_2(R))
         splits = max(1, min(triton.cdiv(sms * $WAVES, outer), triton.cdiv(R, block), $MAX_SPLITS))
@@ -492,9 +552,11 @@ SPLIT_LAUNCH = '''        sms = sm_count(x)
                                    SPLITS_P2=triton.next_power_of_2(splits),
                                    num_warps=$num_warps, **affine)
         return out
-'''
+"""
 
-TILED_TEMPLATE = HEADER + '''
+TILED_TEMPLATE = (
+    HEADER
+    + """
 
 @triton.jit
 def channel_tile_kernel(x_ptr, out_ptr, R, inner, eps, BLOCK_R: tl.constexpr,
@@ -510,13 +572,16 @@ def channel_tile_kernel(x_ptr, out_ptr, R, inner, eps, BLOCK_R: tl.constexpr,
     x = tl.load(x_ptr + offsets, mask=mask, other=$fill).to(tl.float32)
 $whole_column
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
-''' + MODEL + '''        block_r = triton.next_power_of_2(R)
+"""
+    + MODEL
+    + """        block_r = triton.next_power_of_2(R)
         block_inner = max(1, min($ELEMENTS_PER_PROGRAM // block_r, triton.next_power_of_2(inner)))
         grid = (triton.cdiv(inner, block_inner), outer)
         channel_tile_kernel[grid](x, out, R, inner, EPS, BLOCK_R=block_r, BLOCK_INNER=block_inner,
                                   num_warps=$num_warps)
         return out
-'''
+"""
+)
 
 
 def loop_substitutions(online: bool):
@@ -525,9 +590,12 @@ def loop_substitutions(online: bool):
         if match.facts["op"] in ("softmax", "log_softmax") and not online:
             stats = TWO_PASS_SOFTMAX_STATS
         else:
-            stats = ONLINE_STATS.replace("$acc_init", values["acc_init"]).replace(
-                "$acc_update", values["acc_update"]).replace(
-                "$fill", values["fill"]).replace("$merge", values["merge"])
+            stats = (
+                ONLINE_STATS.replace("$acc_init", values["acc_init"])
+                .replace("$acc_update", values["acc_update"])
+                .replace("$fill", values["fill"])
+                .replace("$merge", values["merge"])
+            )
         return {**values, "stats": stats}
 
     return substitute
@@ -536,8 +604,11 @@ def loop_substitutions(online: bool):
 def split_substitutions(match: Match) -> dict:
     values = substitutions(match)
     softmax = match.facts["op"] in ("softmax", "log_softmax")
-    return {**values, "split_update": values["acc_update"],
-            "part_fill": "-3.0e38" if softmax else "0.0"}
+    return {
+        **values,
+        "split_update": values["acc_update"],
+        "part_fill": "-3.0e38" if softmax else "0.0",
+    }
 
 
 BLOCKS = (128, 256, 512, 1024, 2048, 4096, 8192)
@@ -560,8 +631,8 @@ STRATEGIES = (
         ),
         template=WHOLE_ROW_TEMPLATE,
         params=(
-            Param("ROWS", (1, 2, 4, 8, 16, 32), 8),
-            Param("ELEMENTS_PER_PROGRAM", TILE_ELEMENTS, 4096),
+            Param("ROWS", (1, 2, 4, 8, 16, 32), 8, tile=True),
+            Param("ELEMENTS_PER_PROGRAM", TILE_ELEMENTS, 4096, tile=True),
             Param("num_warps", WARPS, 8),
         ),
         applies_to=whole_row_fits,
@@ -579,7 +650,7 @@ STRATEGIES = (
         ),
         template=HEADER + LOOP_KERNEL + MODEL + LOOP_LAUNCH,
         params=(
-            Param("BLOCK", BLOCKS, 2048),
+            Param("BLOCK", BLOCKS, 2048, tile=True),
             Param("num_warps", WARPS, 8),
             Param("num_stages", (1, 2, 3, 4), 2),
         ),
@@ -599,7 +670,7 @@ STRATEGIES = (
         ),
         template=HEADER + LOOP_KERNEL + MODEL + LOOP_LAUNCH,
         params=(
-            Param("BLOCK", BLOCKS, 4096),
+            Param("BLOCK", BLOCKS, 4096, tile=True),
             Param("num_warps", WARPS, 8),
             Param("num_stages", (1, 2, 3, 4), 2),
         ),
@@ -619,7 +690,7 @@ STRATEGIES = (
         ),
         template=HEADER + SPLIT_KERNELS + MODEL + SPLIT_LAUNCH,
         params=(
-            Param("BLOCK", BLOCKS, 2048),
+            Param("BLOCK", BLOCKS, 2048, tile=True),
             Param("WAVES", (1, 2, 4, 8), 4),
             Param("MAX_SPLITS", (8, 16, 32, 64, 128, 256), 64),
             Param("num_warps", WARPS, 8),
@@ -639,7 +710,7 @@ STRATEGIES = (
         ),
         template=TILED_TEMPLATE,
         params=(
-            Param("ELEMENTS_PER_PROGRAM", TILE_ELEMENTS, 8192),
+            Param("ELEMENTS_PER_PROGRAM", TILE_ELEMENTS, 8192, tile=True),
             Param("num_warps", WARPS, 8),
         ),
         applies_to=tiled_inner,

@@ -1,57 +1,34 @@
-"""Shared checks for the hint-family tests: render a strategy and run the candidate on the CPU
-interpreter against the float64 reference (the policy gate's static rules included)."""
+"""Shared check for the hint-family tests: render a strategy, then put the candidate through the
+real policy gate (static rules, then a worker subprocess on the Triton interpreter, against the
+float64 reference on fresh seeds)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import uuid
+import atexit
+import functools
 from pathlib import Path
 
-import torch
-
-from engine.gate.static import static_check
-from engine.problems import load_problem
-from engine.problems.loader import call_with_size, import_module_from
-
-# Triton reads this when @triton.jit is applied, so it must be set before a candidate loads.
-os.environ["TRITON_INTERPRET"] = "1"
+from engine.backends.local import LocalBackend
+from engine.problems import Size, load_problem
 
 UNSEEN_MM = Path(__file__).parent / "problems_unseen_mm"
 
 
-def load_source(source: str, tmp_path: Path):
-    path = tmp_path / f"candidate_{uuid.uuid4().hex[:8]}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@functools.cache
+def cpu_gate() -> LocalBackend:
+    """One worker for the whole test run: starting one costs seconds, a check a fraction."""
+    backend = LocalBackend("cpu")
+    atexit.register(backend.close)
+    return backend
 
 
-@torch.no_grad()
 def candidate_error(problem, source: str, tmp_path: Path, params: dict | None = None) -> float:
-    """Worst error, relative to the largest output, of the candidate against the float64
-    reference on the problem's smallest size (or on size `params`), after the gate's static
-    rules accept its source. When engine.gate.check_candidate lands, the default-size path
-    becomes `result = check_candidate(problem, source, backend="cpu")`, asserting
-    `result.passed` and returning `result.error`."""
-    rejection = static_check(problem, source)
-    assert rejection is None, f"{rejection.reason}: {rejection.message}"
-    params = problem.smallest.params if params is None else params
-    reference = import_module_from(problem.path, "reference")
-    candidate = load_source(source, tmp_path)
-    torch.manual_seed(0)
-    init = call_with_size(reference.get_init_inputs, params)
-    model = reference.Model(*init)
-    new = candidate.ModelNew(*init)
-    new.load_state_dict(model.state_dict())
-    inputs = call_with_size(reference.get_inputs, params)
-    out = new(*inputs)
-    expected = model.double()(*[t.double() for t in inputs])
-    assert out.shape == expected.shape and out.dtype == inputs[0].dtype
-    scale = expected.abs().max().clamp_min(1e-6)
-    return float((out.double() - expected).abs().max() / scale)
+    """The gate's normalized error of a candidate that must pass it, on the problem's smallest
+    size or on the size `params`."""
+    sizes = None if params is None else [Size("custom", "tiny", params)]
+    result = cpu_gate().check(problem, source, sizes)
+    assert result.passed, f"{result.reason}: {result.message}"
+    return result.error
 
 
 def problem(spec: str):

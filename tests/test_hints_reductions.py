@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from hints_checks import candidate_error, load_source
+from hints_checks import candidate_error
 
 from engine.problems import builtin_names, load_problem
+from engine.problems.loader import import_module_from
 from hints import match_problem
 from hints.reductions import FAMILY
 
@@ -112,7 +113,9 @@ def test_unseen_normalizations_get_correct_candidates(spec, tmp_path):
 @pytest.mark.parametrize("name", ["reduction.looped_two_pass", "reduction.split_row"])
 def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
     layernorm = problem("layernorm.py")
-    candidate = load_source(strategy(name).render(FAMILY.match(layernorm)), tmp_path)
+    path = tmp_path / "candidate.py"
+    path.write_text(strategy(name).render(FAMILY.match(layernorm)))
+    candidate = import_module_from(path, "candidate")
     torch.manual_seed(0)
     reference = torch.nn.LayerNorm((4, 5, 6)).double()
     with torch.no_grad():

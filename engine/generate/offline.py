@@ -21,7 +21,6 @@ from hints.base import Match, Strategy
 # Diagnosis tags for which more, smaller programs help; and for which smaller tiles help.
 WANTS_MORE_PROGRAMS = {"few-waves", "under-utilised", "low-achieved-occupancy"}
 WANTS_SMALLER_TILES = {"register-spills", "occupancy-registers", "occupancy-shared"}
-TILE_PARAM_PREFIXES = ("BLOCK", "ROWS", "TILE", "GROUP")
 NEIGHBOUR_TRIES = 24  # random neighbourhood draws per request before giving up
 
 
@@ -93,7 +92,7 @@ class OfflineGenerator:
         if tags & WANTS_SMALLER_TILES or tags & WANTS_MORE_PROGRAMS:
             why = ", ".join(sorted(tags & (WANTS_SMALLER_TILES | WANTS_MORE_PROGRAMS)))
             for param in strategy.params:
-                if param.name.upper().startswith(TILE_PARAM_PREFIXES):
+                if param.tile:
                     params = step(base, param, -1)
                     if params:
                         yield (

@@ -1,0 +1,92 @@
+"""The offline expert generator finds candidates that pass the real policy gate (a worker
+subprocess, the Triton interpreter) for every built-in problem, and for problems of known
+families that it has no special case for."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from engine.backends.local import LocalBackend
+from engine.generate.base import GenerationRequest, GeneratorError, ParentInfo
+from engine.generate.offline import OfflineGenerator
+from engine.problems import builtin_names, load_problem
+
+TESTS = Path(__file__).parent
+UNSEEN = [
+    TESTS / "problems_unseen" / "layernorm.py",  # reductions
+    TESTS / "problems_unseen_mm" / "gemm_gelu.py",  # matrix products with an epilogue
+    TESTS / "problems_unseen_mm" / "depthwise_conv5x5_stride2.py",  # convolutions
+]
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    backend = LocalBackend("cpu")
+    yield backend
+    backend.close()
+
+
+def coarse(problem):
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    return OfflineGenerator(problem).propose(request).proposals
+
+
+def first_passing(cpu, problem):
+    verdicts = []
+    for proposal in coarse(problem):
+        result = cpu.check(problem, proposal.source)
+        verdicts.append((proposal.origin, result.reason, result.message[:200]))
+        if result.passed:
+            return proposal.origin
+    pytest.fail(f"no coarse candidate of {problem.name} passes the gate: {verdicts}")
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_builtin_problem_gets_a_gate_passing_candidate(cpu, name):
+    assert first_passing(cpu, load_problem(name))
+
+
+@pytest.mark.parametrize("path", UNSEEN, ids=lambda p: p.stem)
+def test_unseen_problem_of_a_known_family_gets_a_gate_passing_candidate(cpu, path):
+    assert first_passing(cpu, load_problem(str(path)))
+
+
+def test_coarse_round_is_one_candidate_per_applicable_strategy():
+    problem = load_problem("softmax")
+    proposals = coarse(problem)
+    assert len({p.origin for p in proposals}) == len(proposals) >= 2
+
+
+def test_mutations_follow_the_diagnosis_and_are_deterministic():
+    problem = load_problem("rmsnorm")
+    parent_proposal = coarse(problem)[0]
+    parent = ParentInfo(
+        "c0001",
+        parent_proposal.source,
+        parent_proposal.origin,
+        parent_proposal.params,
+        [],
+        {"tags": ["register-spills"]},
+    )
+
+    def mutate(seed):
+        request = GenerationRequest(problem, "mutate", 3, random.Random(seed), parent=parent)
+        return OfflineGenerator(problem).propose(request).proposals
+
+    first = mutate(7)
+    assert [p.source for p in first] == [p.source for p in mutate(7)]
+    assert first and all(p.source != parent.source for p in first)
+    assert any("smaller" in p.note for p in first), [p.note for p in first]
+
+
+def test_problem_of_no_family_is_refused_with_advice(tmp_path):
+    odd = tmp_path / "cumsum.py"
+    odd.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    with pytest.raises(GeneratorError, match="--generator llm"):
+        OfflineGenerator(load_problem(str(odd))).preflight()

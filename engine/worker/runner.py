@@ -151,10 +151,15 @@ def evaluate(request: dict, send_phase, candidate_dir: str) -> dict:
     """Run one request; every failure of the candidate becomes a rejection, never an exception."""
     job = Evaluation(request, send_phase, candidate_dir)
     try:
-        return job.run()
+        verdict = job.run()
     except Exception as exc:
         reason, message, fatal = classify(exc, job.phase, job.candidate_file)
-        return job.verdict(passed=False, reason=reason, message=message, fatal=fatal)
-    finally:
-        if job.device == "cuda":
+        verdict = job.verdict(passed=False, reason=reason, message=message, fatal=fatal)
+    if job.device == "cuda":
+        try:
+            torch.cuda.synchronize()
             torch.cuda.empty_cache()
+        except Exception as exc:  # a sticky CUDA error (illegal address...): the context is gone
+            reason, message, _ = classify(exc, job.phase, job.candidate_file)
+            verdict = job.verdict(passed=False, reason=reason, message=message, fatal=True)
+    return verdict

@@ -191,3 +191,57 @@ def test_unknown_problem_and_bad_budget_are_usage_errors(tmp_path):
     )
     assert out.returncode == 2 and "200evals" in out.stderr
     assert not os.listdir(tmp_path) or not (tmp_path / "softmax").exists()
+
+
+def test_stops_at_target_speedup_and_at_wall_time(tmp_path):
+    kb(
+        "run",
+        "softmax",
+        "--backend",
+        "sim",
+        "--seed",
+        "0",
+        "--budget",
+        "100000evals",
+        "--target-speedup",
+        "1.2",
+        "--session",
+        "target",
+        "--headless",
+        sessions=tmp_path,
+    )
+    data = show("target", tmp_path)
+    assert data["stop_reason"] == "target speedup 1.2x reached"
+    confirmed = [c for c in data["candidates"] if c["rung"] == 2 and c["status"] == "done"]
+    assert any(c["speedup"] >= 1.2 for c in confirmed)
+    kb(
+        "run",
+        "matvec",
+        "--backend",
+        "sim",
+        "--budget",
+        "3s",
+        "--session",
+        "wall",
+        "--headless",
+        sessions=tmp_path,
+    )
+    data = show("wall", tmp_path)
+    assert data["stop_reason"] == "budget spent: wall_seconds"
+    assert 3 <= data["ledger"]["wall_seconds"] < 30
+
+
+def test_ls_and_export(tmp_path):
+    kb(*run_args("s", 0, "20evals"), sessions=tmp_path)
+    listing = kb("ls", sessions=tmp_path).stdout.splitlines()
+    assert listing[0].split() == ["SESSION", "PROBLEM", "STATE", "BEST", "BUDGET", "USED"]
+    name, problem, state, best = listing[1].split()[:4]
+    assert (name, problem, state) == ("s", "softmax", "finished") and best.endswith("x")
+    exported = tmp_path / "best.py"
+    kb("export", "s", "-o", str(exported), sessions=tmp_path)
+    text = exported.read_text()
+    best_id = show("s", tmp_path)["best"]["id"]
+    assert f"candidate {best_id} for problem softmax" in text and "class ModelNew" in text
+    compile(text, str(exported), "exec")  # a standalone module
+    out = kb("export", "s", "--candidate", "c9999", sessions=tmp_path, check=False)
+    assert out.returncode == 2 and "no candidate 'c9999'" in out.stderr

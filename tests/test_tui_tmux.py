@@ -31,21 +31,31 @@ def wait_until(condition, what, timeout=60):
 def test_attach_pin_detach_engine_goes_on(tmp_path):
     name = f"kb-e2e-{uuid.uuid4().hex[:8]}"
     paths = SessionPaths(tmp_path / "e2e")
-    command = (f"{sys.executable} -m engine.cli run softmax --backend sim --budget 3000evals "
-               f"--session e2e --sessions-dir {tmp_path}")
+    command = (
+        f"{sys.executable} -m engine.cli run matvec --backend sim --budget 100000evals "
+        f"--session e2e --sessions-dir {tmp_path}"
+    )
     tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
     try:
         screen = lambda: tmux("capture-pane", "-p", "-t", name)  # noqa: E731
         wait_until(lambda: "Queue" in screen() and "c0001" in screen(), "the TUI's queue")
         tmux("send-keys", "-t", name, "p")
-        wait_until(lambda: any(c["command"] == "pin" and c["status"] == "applied"
-                               for c in (read_snapshot(paths) or {}).get("commands", [])),
-                   "the engine to apply the pin")
+        wait_until(
+            lambda: any(
+                c["command"] == "pin" and c["status"] == "applied"
+                for c in (read_snapshot(paths) or {}).get("commands", [])
+            ),
+            "the engine to apply the pin",
+        )
         pinned = [c for c in read_snapshot(paths)["commands"] if c["command"] == "pin"][0]
         tmux("send-keys", "-t", name, "q")  # detach: quit the TUI
-        wait_until(lambda: subprocess.run(["tmux", "has-session", "-t", name],
-                                          capture_output=True).returncode != 0,
-                   "the TUI (the tmux session's only program) to exit")
+        wait_until(
+            lambda: (
+                subprocess.run(["tmux", "has-session", "-t", name], capture_output=True).returncode
+                != 0
+            ),
+            "the TUI (the tmux session's only program) to exit",
+        )
         assert engine_running(paths), "quitting the TUI stopped the engine"
         step = read_snapshot(paths)["step"]
         wait_until(lambda: read_snapshot(paths)["step"] > step + 5, "the engine to go on")
@@ -54,8 +64,10 @@ def test_attach_pin_detach_engine_goes_on(tmp_path):
         assert rows[pinned["candidate"]]["status"] != "pruned"
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-        subprocess.run([sys.executable, "-m", "engine.cli", "stop", "e2e", "--sessions-dir",
-                        str(tmp_path)], capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "engine.cli", "stop", "e2e", "--sessions-dir", str(tmp_path)],
+            capture_output=True,
+        )
         wait_until(lambda: not engine_running(paths), "the engine to stop")
     events = [json.loads(line) for line in paths.events.read_text().splitlines()]
     assert any(e["kind"] == "command_applied" and e["command"] == pinned["id"] for e in events)

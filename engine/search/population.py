@@ -56,10 +56,6 @@ class Candidate:
         best = self.best_result
         return best.score if best else None
 
-    @property
-    def samples(self) -> int:
-        return sum(r.samples for r in self.results.values())
-
     def to_row(self) -> dict:
         row = asdict(self)
         row["results"] = {str(k): asdict(v) for k, v in self.results.items()}

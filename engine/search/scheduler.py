@@ -1,8 +1,9 @@
 """Asynchronous successive halving with noise-aware pruning, computed from stored records.
 
 At each rung, the best 1/eta of the candidates measured there may climb to the next rung (eta = 3).
-Ranking is by score; among candidates whose speedup intervals overlap (a near-tie) the
-less-measured goes first, so a lucky screen cannot lock out a candidate that has had fewer samples.
+Ranking is by score; among candidates whose speedup intervals overlap (a near-tie) the one with
+fewer samples at that rung goes first, so a lucky measurement cannot lock out a less-measured
+rival.
 A candidate is pruned only when its whole interval lies below the interval of the rung's cutoff
 (the last candidate inside the top 1/eta): worse with confidence, not merely on a point estimate.
 Pinned candidates are never pruned and may always climb.
@@ -62,29 +63,42 @@ def first_in_rank(by_score: list[Candidate], rung: int) -> Candidate:
             break
         run.append(c)
         floor = min(floor, c.results[rung].low)
-    return min(run, key=lambda x: (x.samples, -x.results[rung].score, x.seq))
+    return min(run, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
 
 
 def waiting(c: Candidate, rung: int) -> bool:
     return c.status == "alive" and c.rung == rung
 
 
+def less_measured_first(run: list[Candidate], rung: int) -> list[Candidate]:
+    return sorted(run, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
+
+
+def top_members(index: RungIndex, rung: int, k: int) -> list[Candidate]:
+    """The best k of the rung. Runs of overlapping intervals are formed from the best down; the
+    run that straddles the cutoff is settled less-measured first, so a near-tie at the cutoff
+    goes to the candidate with fewer samples."""
+    by_score = index.measured(rung)
+    if k >= len(by_score):
+        return list(by_score)
+    start, floor = 0, float("inf")
+    for i, c in enumerate(by_score[:k]):
+        if c.results[rung].high < floor:
+            start, floor = i, float("inf")
+        floor = min(floor, c.results[rung].low)
+    end = k
+    while end < len(by_score) and by_score[end].results[rung].high >= floor:
+        floor = min(floor, by_score[end].results[rung].low)
+        end += 1
+    return by_score[:start] + less_measured_first(by_score[start:end], rung)[: k - start]
+
+
 def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
-    """Waiting candidates among the best 1/eta of the rung, best score first. A waiting
-    candidate just outside whose interval overlaps the cutoff's and that has been measured less
-    than the cutoff candidate counts as inside: a near-tie goes to it."""
-    measured = index.measured(rung)
-    k = quota(len(measured), eta)
-    if k == 0:
-        return []
-    chosen = [c for c in measured[:k] if waiting(c, rung)]
-    cutoff = measured[k - 1]
-    for c in measured[k:]:
-        if c.results[rung].high < cutoff.results[rung].low:
-            break
-        if waiting(c, rung) and c.samples < cutoff.samples:
-            chosen.append(c)
-    return chosen
+    """Waiting candidates among the best 1/eta of the rung, best score first."""
+    members = top_members(index, rung, quota(len(index.measured(rung)), eta))
+    return sorted(
+        (c for c in members if waiting(c, rung)), key=lambda c: (-c.results[rung].score, c.seq)
+    )
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
@@ -106,7 +120,7 @@ def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     k = quota(len(measured), eta)
     if k == 0:
         return []
-    cutoff = measured[k - 1].results[rung]
+    cutoff = top_members(index, rung, k)[-1].results[rung]
     out = []
     for c in reversed(measured):
         if c.results[rung].high >= cutoff.low:

@@ -60,9 +60,7 @@ def test_rows_hold_every_field_with_consistent_values(sim_bench):
             assert r[key]["low"] <= r[key]["median"] <= r[key]["high"]
         assert r["compile_ms"] is None and r["speedup_compile"] is None
         assert "compile" in r["notes"]
-        assert r["speedup_eager"] == pytest.approx(
-            r["eager_ms"]["median"] / r["best_ms"]["median"]
-        )
+        assert r["speedup_eager"] == pytest.approx(r["eager_ms"]["median"] / r["best_ms"]["median"])
         assert r["fraction_of_floor"] == pytest.approx(r["floor_ms"] / r["best_ms"]["median"])
         assert 0 < r["gpu_seconds_to_best"] <= r["gpu_seconds_total"]
         search = results["searches"][f"{r['problem']}/ladder"]

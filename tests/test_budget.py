@@ -6,7 +6,9 @@ from engine.search.budget import BudgetError, Ledger, parse_budget, parse_budget
 def test_parse_each_kind_and_several_at_once():
     assert parse_budget(["30m", "2h"]) == {"wall_seconds": 7200}
     assert parse_budget(["600gpu-s,200evals", "$5"]) == {
-        "gpu_seconds": 600, "evaluations": 200, "llm_usd": 5,
+        "gpu_seconds": 600,
+        "evaluations": 200,
+        "llm_usd": 5,
     }
     assert parse_budget(["90s"]) == {"wall_seconds": 90}
 

@@ -40,8 +40,9 @@ def evaluate(expression: str, x: torch.Tensor) -> torch.Tensor:
     namespace = {"tl": tl, "triton": triton}
     exec(f"@triton.jit\ndef expr(acc):\n    return {expression}\n", namespace)
     out = torch.empty_like(x)
-    apply_kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()),
-                       EXPR=namespace["expr"])
+    apply_kernel[(1,)](
+        x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()), EXPR=namespace["expr"]
+    )
     return out
 
 
@@ -79,7 +80,7 @@ def test_chains_compute_what_pytorch_computes(chain):
         lambda x: x + x,  # two tensor operands
         lambda x: x.sum(dim=1),  # a reduction
         lambda x: torch.div(x, 2.0, rounding_mode="floor"),  # rounding division
-        lambda x: x ** 7,  # a large integer power of a possibly negative base
+        lambda x: x**7,  # a large integer power of a possibly negative base
     ],
 )
 def test_what_cannot_be_an_expression_gives_none(chain):

@@ -33,7 +33,10 @@ def test_layouts_come_from_the_trace():
     assert FAMILY.match(problem("matvec_1d.py")).facts["out_shape"] == "(A.shape[0],)"
     row = FAMILY.match(problem("linear_single_row.py")).facts
     assert (row["layout"], row["a_expr"], row["bias_expr"]) == (
-        "row_linear", "self.proj.weight", "self.proj.bias")
+        "row_linear",
+        "self.proj.weight",
+        "self.proj.bias",
+    )
 
 
 def test_split_k_applies_to_few_rows_with_long_k_only():

@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-from engine.session_files import SessionPaths, read_events
 from llm_server import (
     GARBAGE_REPLY,
     GOOD_REPLY,
@@ -16,6 +15,8 @@ from llm_server import (
     ScriptedLLMServer,
     Status,
 )
+
+from engine.session_files import SessionPaths, read_events
 
 CLI = [sys.executable, "-m", "engine.cli"]
 

@@ -9,12 +9,23 @@ from engine.search.scheduler import RungIndex
 
 def cand(seq, rung_results, status="alive", pinned=False):
     c = Candidate(
-        id=f"c{seq:04d}", seq=seq, sha256=str(seq), parent=None, origin="s", params={},
-        note="", source="", created_step=0, rung=max(rung_results), status=status, pinned=pinned,
+        id=f"c{seq:04d}",
+        seq=seq,
+        sha256=str(seq),
+        parent=None,
+        origin="s",
+        params={},
+        note="",
+        source="",
+        created_step=0,
+        rung=max(rung_results),
+        status=status,
+        pinned=pinned,
     )
     for rung, (speedup, half_width, samples) in rung_results.items():
-        c.results[rung] = RungResult(speedup, speedup, speedup - half_width,
-                                     speedup + half_width, 0.01, samples)
+        c.results[rung] = RungResult(
+            speedup, speedup, speedup - half_width, speedup + half_width, 0.01, samples
+        )
     return c
 
 

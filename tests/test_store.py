@@ -14,16 +14,38 @@ from engine.session_files import SessionPaths
 
 
 def candidate(seq):
-    return Candidate(id=f"c{seq:04d}", seq=seq, sha256=f"h{seq}", parent=None, origin="s",
-                     params={"BLOCK": 64}, note="n", source="src", created_step=0)
+    return Candidate(
+        id=f"c{seq:04d}",
+        seq=seq,
+        sha256=f"h{seq}",
+        parent=None,
+        origin="s",
+        params={"BLOCK": 64},
+        note="n",
+        source="src",
+        created_step=0,
+    )
 
 
 def test_step_round_trip(tmp_path):
     store = Store.create(tmp_path / "s.duckdb", {"problem": "softmax", "seed": 3})
     c = candidate(1)
-    store.commit(StepWrite(candidates=[c], state={"search": {"step": 1}},
-                           events=[{"seq": 0, "ts": 1.0, "step": 0, "kind": "generated",
-                                    "message": "m", "candidate": c.id}]))
+    store.commit(
+        StepWrite(
+            candidates=[c],
+            state={"search": {"step": 1}},
+            events=[
+                {
+                    "seq": 0,
+                    "ts": 1.0,
+                    "step": 0,
+                    "kind": "generated",
+                    "message": "m",
+                    "candidate": c.id,
+                }
+            ],
+        )
+    )
     c.status = "alive"
     store.commit(StepWrite(candidates=[c], evaluations=[(c.id, 0, 1, True, {"passed": True})]))
     store.close()
@@ -83,8 +105,9 @@ time.sleep(60)
 
 def test_second_engine_refused_and_stale_lock_taken_over(tmp_path):
     paths = SessionPaths(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(tmp_path)],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(SessionBusy, match=f"pid {holder.pid}.*kernelbrain stop"):
         EngineLock(paths).acquire()

@@ -121,7 +121,8 @@ def run_adversarial(out, device: str) -> None:
             emit(out, {"kind": "adversarial", "candidate": bad, "passed": rejected.passed,
                        "reason": rejected.reason, "message": rejected.message[:400],
                        "seconds": time.monotonic() - start,
-                       "valid_after": recovered.passed, "valid_reason": recovered.reason})  # fmt: skip
+                       "valid_after": recovered.passed,
+                       "valid_reason": recovered.reason})  # fmt: skip
     finally:
         backend.close()
 

@@ -132,7 +132,7 @@ class Engine:
         publish.append_events(self.paths, write.events)
         publish.write_candidate_details(self.paths, write.candidates, write.evaluations)
 
-    # -- generation ------------------------------------------------------------------------------
+    # -- generation --------------------------------------------------------------------------------
 
     def parent_info(self, c: Candidate) -> ParentInfo:
         measurements = [
@@ -213,7 +213,7 @@ class Engine:
             added += 1
         return added
 
-    # -- scheduling -------------------------------------------------------------------------------
+    # -- scheduling --------------------------------------------------------------------------------
 
     def next_job(self, write: StepWrite) -> tuple[Candidate, int] | None:
         promotion = scheduler.next_promotion(self.index, list(self.pinned.values()), self.top_rung)
@@ -264,7 +264,7 @@ class Engine:
             return f"target speedup {target}x reached"
         return None
 
-    # -- evaluation ---------------------------------------------------------------------------------
+    # -- evaluation --------------------------------------------------------------------------------
 
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult):
         self.search.inflight = None
@@ -325,7 +325,7 @@ class Engine:
         )
         return self.backend.evaluate(self.problem, job)
 
-    # -- the loop --------------------------------------------------------------------------------------
+    # -- the loop ----------------------------------------------------------------------------------
 
     def apply_inbox(self, write: StepWrite) -> None:
         files = sorted(self.paths.inbox.glob("*.json")) if self.paths.inbox.exists() else []

@@ -32,9 +32,10 @@ class EngineLock:
             os.close(fd)
             holder = self._read() or {}
             raise SessionBusy(
-                f"session {self.paths.name} is already run by engine pid {holder.get('pid', '?')} "
-                f"on {holder.get('host', '?')}: attach to it (kernelbrain attach {self.paths.name}) "
-                f"or stop it first (kernelbrain stop {self.paths.name})"
+                f"session {self.paths.name} is already run by engine pid "
+                f"{holder.get('pid', '?')} on {holder.get('host', '?')}: attach to it "
+                f"(kernelbrain attach {self.paths.name}) or stop it first "
+                f"(kernelbrain stop {self.paths.name})"
             ) from None
         self.was_stale = bool(self._read())
         self.fd = fd

@@ -8,8 +8,13 @@ class Model(nn.Module):
     def __init__(self, in_channels, kernel_size, stride, padding):
         super().__init__()
         self.conv2d = nn.Conv2d(
-            in_channels, in_channels, kernel_size, stride=stride, padding=padding,
-            groups=in_channels, bias=True,
+            in_channels,
+            in_channels,
+            kernel_size,
+            stride=stride,
+            padding=padding,
+            groups=in_channels,
+            bias=True,
         )
 
     def forward(self, x):

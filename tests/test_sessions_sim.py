@@ -41,10 +41,10 @@ def show(name, sessions):
     return json.loads(kb("show", name, "--json", sessions=sessions).stdout)
 
 
-def run_args(name, seed, budget="60evals"):
+def run_args(name, seed, budget="60evals", problem="softmax"):
     return [
         "run",
-        "softmax",
+        problem,
         "--backend",
         "sim",
         "--seed",
@@ -59,10 +59,12 @@ def run_args(name, seed, budget="60evals"):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
-    kb(*run_args("straight", seed), sessions=tmp_path)
+    # matvec's search runs long on sim: 200 evaluations take a few seconds, time for kills.
+    args = {"seed": seed, "budget": "200evals", "problem": "matvec"}
+    kb(*run_args("straight", **args), sessions=tmp_path)
     rng = random.Random(seed)
     proc = subprocess.Popen(
-        [*CLI, *run_args("killed", seed), "--sessions-dir", str(tmp_path)],
+        [*CLI, *run_args("killed", **args), "--sessions-dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -76,7 +78,7 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
             proc.wait()
             kills += 1
             created = (tmp_path / "killed" / "state.duckdb").exists()
-            again = ["resume", "killed", "--headless"] if created else run_args("killed", seed)
+            again = ["resume", "killed", "--headless"] if created else run_args("killed", **args)
             proc = subprocess.Popen(
                 [*CLI, *again, "--sessions-dir", str(tmp_path)],
                 stdout=subprocess.DEVNULL,

@@ -55,15 +55,16 @@ class RungIndex:
 
 
 def first_in_rank(by_score: list[Candidate], rung: int) -> Candidate:
-    """The first of a score-ordered list once near-ties are settled: among the leading run of
-    overlapping intervals, the less-measured candidate (then the better score, the older)."""
-    run, floor = [], float("inf")
+    """The first of a score-ordered list once near-ties are settled: among the leader and those
+    whose intervals overlap the leader's, the one with fewer samples at the rung (then the
+    better score, the older)."""
+    leader = by_score[0].results[rung]
+    ties = []
     for c in by_score:
-        if run and c.results[rung].high < floor:
+        if c.results[rung].high < leader.low:
             break
-        run.append(c)
-        floor = min(floor, c.results[rung].low)
-    return min(run, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
+        ties.append(c)
+    return min(ties, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
 
 
 def waiting(c: Candidate, rung: int) -> bool:
@@ -74,30 +75,30 @@ def less_measured_first(run: list[Candidate], rung: int) -> list[Candidate]:
     return sorted(run, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
 
 
-def top_members(index: RungIndex, rung: int, k: int) -> list[Candidate]:
-    """The best k of the rung. Runs of overlapping intervals are formed from the best down; the
-    run that straddles the cutoff is settled less-measured first, so a near-tie at the cutoff
-    goes to the candidate with fewer samples."""
+def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], list[Candidate]]:
+    """The best k of the rung, as (those clearly above the cutoff, in score order; the near-ties
+    of the cutoff that fill the rest). Near-ties are the candidates whose intervals overlap the
+    cutoff's; they are settled less-measured first, so a near-tie at the cutoff goes to the one
+    with fewer samples."""
     by_score = index.measured(rung)
-    if k >= len(by_score):
-        return list(by_score)
-    start, floor = 0, float("inf")
-    for i, c in enumerate(by_score[:k]):
-        if c.results[rung].high < floor:
-            start, floor = i, float("inf")
-        floor = min(floor, c.results[rung].low)
-    end = k
-    while end < len(by_score) and by_score[end].results[rung].high >= floor:
-        floor = min(floor, by_score[end].results[rung].low)
-        end += 1
-    return by_score[:start] + less_measured_first(by_score[start:end], rung)[: k - start]
+    if k == 0 or k >= len(by_score):
+        return list(by_score[:k]), []
+    cutoff = by_score[k - 1].results[rung]
+    first = k - 1
+    while first > 0 and by_score[first - 1].results[rung].low <= cutoff.high:
+        first -= 1
+    last = k
+    while last < len(by_score) and by_score[last].results[rung].high >= cutoff.low:
+        last += 1
+    return by_score[:first], less_measured_first(by_score[first:last], rung)[: k - first]
 
 
 def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     """Waiting candidates among the best 1/eta of the rung, best score first."""
-    members = top_members(index, rung, quota(len(index.measured(rung)), eta))
-    return sorted(
-        (c for c in members if waiting(c, rung)), key=lambda c: (-c.results[rung].score, c.seq)
+    leading, straddling = top_members(index, rung, quota(len(index.measured(rung)), eta))
+    by_score = lambda c: (-c.results[rung].score, c.seq)  # noqa: E731
+    return [c for c in leading if waiting(c, rung)] + sorted(
+        (c for c in straddling if waiting(c, rung)), key=by_score
     )
 
 
@@ -120,7 +121,8 @@ def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     k = quota(len(measured), eta)
     if k == 0:
         return []
-    cutoff = top_members(index, rung, k)[-1].results[rung]
+    leading, straddling = top_members(index, rung, k)
+    cutoff = (straddling or leading)[-1].results[rung]
     out = []
     for c in reversed(measured):
         if c.results[rung].high >= cutoff.low:

@@ -58,10 +58,6 @@ class Stats:
     cv: float  # coefficient of variation (std / mean)
     iqr: float
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Stats:
-        return cls(**d)
-
 
 @dataclass
 class ShapeTiming:
@@ -91,19 +87,3 @@ class EvalResult:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> EvalResult:
-        d = dict(d)
-        d["timings"] = [
-            ShapeTiming(
-                **{
-                    **t,
-                    "stats": Stats.from_dict(t["stats"]),
-                    "ref_stats": Stats.from_dict(t["ref_stats"]),
-                    "speedup_ci": tuple(t["speedup_ci"]),
-                }
-            )
-            for t in d.get("timings", [])
-        ]
-        return cls(**d)

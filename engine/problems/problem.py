@@ -16,9 +16,6 @@ class Size:
     tier: str
     params: dict = field(default_factory=dict)
 
-    def describe(self) -> str:
-        return "x".join(str(v) for v in self.params.values()) or "default"
-
 
 @dataclass(frozen=True)
 class Problem:

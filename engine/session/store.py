@@ -139,8 +139,6 @@ class Store:
         ).fetchall()
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
-    def command_ids(self) -> set[str]:
-        return {r[0] for r in self.db.execute("SELECT id FROM commands").fetchall()}
 
     def events(self, after_seq: int = -1) -> list[dict]:
         cols = EVENT_COLUMNS
@@ -195,8 +193,6 @@ class Store:
             self.db.execute("ROLLBACK")
             raise
 
-    def set_meta(self, key: str, value) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
 
 
 class ReplyTable:

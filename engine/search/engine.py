@@ -6,11 +6,10 @@ run killed at any moment and resumed continues exactly as if it had never stoppe
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
@@ -315,7 +314,7 @@ class Engine:
     def evaluate(self, c: Candidate, rung: int) -> EvalResult:
         spec = self.ladder[rung]
         if spec.profile and self.strategy_profile(c.origin) is not None:
-            spec = dataclasses.replace(spec, profile=False)
+            spec = replace(spec, profile=False)
         job = EvalJob(
             candidate_id=c.id,
             source=c.source,

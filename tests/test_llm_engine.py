@@ -19,6 +19,8 @@ from llm_server import (
 from engine.session_files import SessionPaths, read_events
 
 CLI = [sys.executable, "-m", "engine.cli"]
+# A search of the built-in softmax on the cpu backend with an OpenAI model through litellm.
+LLM_RUN = "run softmax --backend cpu --generator llm --model openai/gpt-4o-mini --headless".split()
 
 
 def kb(args, sessions, env):
@@ -45,23 +47,7 @@ def test_engine_with_llm_generator_on_cpu(tmp_path):
     ]
     with ScriptedLLMServer(script) as server:
         run = kb(
-            [
-                "run",
-                "softmax",
-                "--backend",
-                "cpu",
-                "--generator",
-                "llm",
-                "--model",
-                "openai/gpt-4o-mini",
-                "--api-base",
-                server.url,
-                "--budget",
-                "3evals",
-                "--headless",
-                "--session",
-                "llm",
-            ],
+            [*LLM_RUN, "--api-base", server.url, "--budget", "3evals", "--session", "llm"],
             tmp_path,
             llm_env(),
         )
@@ -89,19 +75,7 @@ def test_engine_with_llm_generator_on_cpu(tmp_path):
 def test_missing_key_fails_before_any_budget_is_spent(tmp_path):
     env = {k: v for k, v in llm_env().items() if k != "OPENAI_API_KEY"}
     run = kb(
-        [
-            "run",
-            "softmax",
-            "--backend",
-            "cpu",
-            "--generator",
-            "llm",
-            "--model",
-            "openai/gpt-4o-mini",
-            "--headless",
-            "--session",
-            "nokey",
-        ],
+        [*LLM_RUN, "--session", "nokey"],
         tmp_path,
         env,
     )

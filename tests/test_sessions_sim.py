@@ -247,3 +247,29 @@ def test_ls_and_export(tmp_path):
     compile(text, str(exported), "exec")  # a standalone module
     out = kb("export", "s", "--candidate", "c9999", sessions=tmp_path, check=False)
     assert out.returncode == 2 and "no candidate 'c9999'" in out.stderr
+
+
+def test_killed_cpu_run_loses_at_most_the_evaluation_in_flight(tmp_path):
+    """On a real backend timings differ between runs, so resume cannot be exact; what was
+    committed before the kill survives it unchanged and the budget is spent exactly once."""
+    paths = SessionPaths(tmp_path / "cpu")
+    args = ["run", "rmsnorm", "--backend", "cpu", "--budget", "14evals", "--session", "cpu",
+            "--headless", "--sessions-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen([*CLI, *args], stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        snapshot = json.loads(paths.snapshot.read_text()) if paths.snapshot.exists() else {}
+        if snapshot.get("step", 0) >= 4:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = {c["id"]: c for c in show("cpu", tmp_path)["candidates"] if c["score"] is not None}
+    assert len(before) >= 3
+    kb("resume", "cpu", "--headless", sessions=tmp_path)
+    after = show("cpu", tmp_path)
+    assert after["state"] == "finished" and after["ledger"]["evaluations"] == 14
+    by_id = {c["id"]: c for c in after["candidates"]}
+    for cid, c in before.items():
+        if by_id[cid]["rung"] == c["rung"]:  # not promoted since: its result is untouched
+            assert by_id[cid]["score"] == c["score"]

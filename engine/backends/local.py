@@ -74,10 +74,9 @@ class LocalBackend:
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
         """The gate alone: static rules, then the correctness check in the check worker."""
-        rejection = static_check(problem, source)
-        if rejection:
-            return EvalResult(False, rejection.reason, rejection.message,
-                              meaningful=self.timings_meaningful)  # fmt: skip
+        rejected = self._static_rejection(problem, source)
+        if rejected:
+            return rejected
         sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
         request = self._request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
         return self._result(self.check_worker.run(request))
@@ -93,10 +92,9 @@ class LocalBackend:
             "input_sets": job.rung.input_sets,
             "interleave": job.rung.interleave,
         }
-        rejection = static_check(problem, job.source)
-        if rejection:
-            return EvalResult(False, rejection.reason, rejection.message,
-                              meaningful=self.timings_meaningful)  # fmt: skip
+        rejected = self._static_rejection(problem, job.source)
+        if rejected:
+            return rejected
         if self.check_worker is self.timing_worker:
             request = self._request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
             with self._gpu_lock():
@@ -118,6 +116,14 @@ class LocalBackend:
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
         return result
+
+    def _static_rejection(self, problem: Problem, source: str) -> EvalResult | None:
+        """The gate's static rules, in the engine: no worker is needed to reject these."""
+        rejection = static_check(problem, source)
+        if rejection is None:
+            return None
+        return EvalResult(False, rejection.reason, rejection.message,
+                          meaningful=self.timings_meaningful)  # fmt: skip
 
     def _gpu_lock(self) -> threading.Lock:
         return _GPU_LOCKS[self.gpu if self.device == "cuda" else -1]

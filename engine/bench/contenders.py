@@ -24,7 +24,7 @@ import torch
 
 from engine.gate.correctness import build_models, make_inputs
 from engine.problems.loader import call_with_size, import_module_from
-from engine.timing.bench import make_timer
+from engine.timing.bench import make_timer, time_round_robin
 from engine.timing.stats import summarize
 
 # Ceiling probes: large enough to reach the device's peak, small enough to take a second or two.
@@ -86,19 +86,6 @@ def reference_model(problem, params: dict, seed: int, device: str):
     with torch.device(device):
         torch.manual_seed(seed)
         return problem.Model(*init).eval()
-
-
-def time_round_robin(contenders: dict, input_sets: list, reps: int, timer) -> dict:
-    """Raw samples in ms per contender; repetition r uses input set r mod n and starts the
-    rotation at contender r mod k, so none always runs first or after the same neighbour."""
-    names = list(contenders)
-    handles = {name: [] for name in names}
-    for r in range(reps):
-        args = input_sets[r % len(input_sets)]
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            handles[name].append(timer.measure(contenders[name], args))
-    return {name: timer.resolve(h) for name, h in handles.items()}
 
 
 def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:

@@ -139,7 +139,6 @@ class Store:
         ).fetchall()
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
-
     def events(self, after_seq: int = -1) -> list[dict]:
         cols = EVENT_COLUMNS
         rows = self.db.execute(
@@ -192,7 +191,6 @@ class Store:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
-
 
 
 class ReplyTable:

@@ -49,6 +49,19 @@ def make_timer(device: str):
     return CudaTimer() if device == "cuda" else CpuTimer()
 
 
+def time_round_robin(contenders: dict, input_sets: list, reps: int, timer) -> dict:
+    """Raw samples in ms per contender; repetition r uses input set r mod n and starts the
+    rotation at contender r mod k, so none always runs first or after the same neighbour."""
+    names = list(contenders)
+    handles = {name: [] for name in names}
+    for r in range(reps):
+        args = input_sets[r % len(input_sets)]
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            handles[name].append(timer.measure(contenders[name], args))
+    return {name: timer.resolve(h) for name, h in handles.items()}
+
+
 def time_pair(
     candidate, reference, input_sets: list, warmup: int, reps: int, interleave: bool, timer
 ) -> tuple[list[float], list[float]]:
@@ -59,17 +72,11 @@ def time_pair(
             args = input_sets[r % len(input_sets)]
             candidate(*args)
             reference(*args)
-        cand, ref = [], []
         if interleave:
-            for r in range(reps):
-                args = input_sets[r % len(input_sets)]
-                if r % 2 == 0:
-                    cand.append(timer.measure(candidate, args))
-                    ref.append(timer.measure(reference, args))
-                else:
-                    ref.append(timer.measure(reference, args))
-                    cand.append(timer.measure(candidate, args))
-        else:
-            cand = [timer.measure(candidate, input_sets[r % len(input_sets)]) for r in range(reps)]
-            ref = [timer.measure(reference, input_sets[r % len(input_sets)]) for r in range(reps)]
+            samples = time_round_robin(
+                {"cand": candidate, "ref": reference}, input_sets, reps, timer
+            )
+            return samples["cand"], samples["ref"]
+        cand = [timer.measure(candidate, input_sets[r % len(input_sets)]) for r in range(reps)]
+        ref = [timer.measure(reference, input_sets[r % len(input_sets)]) for r in range(reps)]
         return timer.resolve(cand), timer.resolve(ref)

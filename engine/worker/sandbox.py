@@ -85,8 +85,9 @@ def network_namespace_available() -> bool:
 NETNS_SWITCH = "KERNELBRAIN_WORKER_NETNS"
 
 
-def worker_command(isolate_network: bool) -> list[str]:
-    command = [sys.executable, "-m", "engine.worker"]
+def worker_command(isolate_network: bool, module: str = "engine.worker") -> list[str]:
+    """`python -m module`, in a fresh network namespace when wanted and the OS allows it."""
+    command = [sys.executable, "-m", module]
     wanted = isolate_network and os.environ.get(NETNS_SWITCH, "1") != "0"
     if wanted and network_namespace_available():
         return [*NETNS_PREFIX, *command]

@@ -124,6 +124,23 @@ DIL_H, DIL_W = $dil_h, $dil_w
 
 
 @triton.jit
+def output_tile(OH, OW, COUT_G, G, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
+                PAD_H: tl.constexpr, PAD_W: tl.constexpr, BLOCK_HW: tl.constexpr,
+                BLOCK_CO: tl.constexpr):
+    """This program's (sample, group), its output positions with the input corner of each, and
+    its output channels: program 0 walks (sample, group, position block), program 1 channels."""
+    hw_blocks = tl.cdiv(OH * OW, BLOCK_HW)
+    pid = tl.program_id(0)
+    ng = pid // hw_blocks
+    offs_hw = (pid % hw_blocks) * BLOCK_HW + tl.arange(0, BLOCK_HW)
+    ih0 = (offs_hw // OW) * STRIDE_H - PAD_H
+    iw0 = (offs_hw % OW) * STRIDE_W - PAD_W
+    offs_co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
+    g = ng % G
+    return ng // G, g, offs_hw, offs_hw < OH * OW, ih0, iw0, g * COUT_G + offs_co, offs_co < COUT_G
+
+
+@triton.jit
 def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, CIN_G, COUT_G, G,
                        KH: tl.constexpr, KW: tl.constexpr, STRIDE_H: tl.constexpr,
                        STRIDE_W: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
@@ -131,18 +148,9 @@ def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, CIN
                        BLOCK_CO: tl.constexpr, BLOCK_HW: tl.constexpr):
     """A [BLOCK_CO x BLOCK_HW] tile of one (sample, group): each input value loaded feeds
     BLOCK_CO output channels; fp32 accumulation over (input channel, kh, kw)."""
-    hw_blocks = tl.cdiv(OH * OW, BLOCK_HW)
-    pid = tl.program_id(0)
-    ng = pid // hw_blocks
-    n = ng // G
-    g = ng % G
-    offs_hw = (pid % hw_blocks) * BLOCK_HW + tl.arange(0, BLOCK_HW)
-    hw_ok = offs_hw < OH * OW
-    ih0 = (offs_hw // OW) * STRIDE_H - PAD_H
-    iw0 = (offs_hw % OW) * STRIDE_W - PAD_W
-    offs_co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
-    co_ok = offs_co < COUT_G
-    co = g * COUT_G + offs_co
+    n, g, offs_hw, hw_ok, ih0, iw0, co, co_ok = output_tile(
+        OH, OW, COUT_G, G, STRIDE_H, STRIDE_W, PAD_H, PAD_W, BLOCK_HW, BLOCK_CO
+    )
     x_chan = x_ptr + (n * C + g * CIN_G).to(tl.int64) * H * W
     w_chan = w_ptr + co * (CIN_G * KH * KW)
     acc = tl.zeros((BLOCK_CO, BLOCK_HW), dtype=tl.float32)
@@ -280,18 +288,9 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, CIN_G
                      BLOCK_HW: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_K: tl.constexpr):
     """Per (sample, group): out[hw, co] = sum_k patches[hw, k] * w[co, k], with
     k = (input channel, kh, kw) gathered on the fly (no im2col buffer)."""
-    hw_blocks = tl.cdiv(OH * OW, BLOCK_HW)
-    pid = tl.program_id(0)
-    ng = pid // hw_blocks
-    n = ng // G
-    g = ng % G
-    offs_hw = (pid % hw_blocks) * BLOCK_HW + tl.arange(0, BLOCK_HW)
-    hw_ok = offs_hw < OH * OW
-    ih0 = (offs_hw // OW) * STRIDE_H - PAD_H
-    iw0 = (offs_hw % OW) * STRIDE_W - PAD_W
-    offs_co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
-    co_ok = offs_co < COUT_G
-    co = g * COUT_G + offs_co
+    n, g, offs_hw, hw_ok, ih0, iw0, co, co_ok = output_tile(
+        OH, OW, COUT_G, G, STRIDE_H, STRIDE_W, PAD_H, PAD_W, BLOCK_HW, BLOCK_CO
+    )
     x_group = x_ptr + (n * C + g * CIN_G).to(tl.int64) * H * W
     k_total = CIN_G * KH * KW
     acc = tl.zeros((BLOCK_HW, BLOCK_CO), dtype=tl.float32)

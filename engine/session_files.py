@@ -13,7 +13,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTROL_COMMANDS = ("pin", "unpin", "veto", "pause", "unpause", "budget", "stop")
+CANDIDATE_COMMANDS = ("pin", "unpin", "veto")  # the commands that name a candidate
+CONTROL_COMMANDS = (*CANDIDATE_COMMANDS, "pause", "unpause", "budget", "stop")
 
 
 def sessions_root(override: str | None = None) -> Path:
@@ -146,6 +147,40 @@ def read_events(paths: SessionPaths, after_seq: int = -1, limit: int | None = No
     except FileNotFoundError:
         return []
     return events[-limit:] if limit else events
+
+
+class EventTail:
+    """Follows events.jsonl: each read parses only what was appended since the last one. When
+    the engine rewrites the file (on resume) it starts over, skipping events already seen."""
+
+    def __init__(self, paths: SessionPaths):
+        self.paths = paths
+        self.inode: int | None = None
+        self.offset = 0
+        self.last_seq = -1
+
+    def read_new(self) -> list[dict]:
+        try:
+            with self.paths.events.open("rb") as fh:
+                stat = os.fstat(fh.fileno())
+                if stat.st_ino != self.inode or stat.st_size < self.offset:
+                    self.inode, self.offset = stat.st_ino, 0
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        complete = data[: data.rfind(b"\n") + 1]  # a torn last line waits for the next read
+        self.offset += len(complete)
+        events = []
+        for line in complete.splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("seq", -1) > self.last_seq:
+                events.append(event)
+                self.last_seq = event["seq"]
+        return events
 
 
 def resume_command(paths: SessionPaths) -> list[str]:

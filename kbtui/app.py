@@ -32,7 +32,6 @@ from kbtui.widgets.status import SessionStatus
 # Four looks a second: quick enough to feel live, cheap enough over a slow link.
 POLL_SECONDS = 0.25
 BUDGET_STEP = "+10m"
-CANDIDATE_COMMANDS = ("pin", "unpin", "veto")
 
 
 class KernelBrainApp(App[None]):

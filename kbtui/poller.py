@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.session_files import (
+    EventTail,
     SessionPaths,
     engine_running,
     read_candidate,
-    read_events,
     read_snapshot,
 )
 
@@ -61,7 +61,7 @@ class SessionPoller:
         self._detail_key: tuple | None = None
         self._detail: dict | None = None
         self._running: bool | None = None
-        self._last_seq = -1
+        self._events = EventTail(paths)
         self._best_id: str | None = None
 
     def poll(self, selected_id: str | None) -> SessionChanges:
@@ -76,9 +76,7 @@ class SessionPoller:
         signature = file_signature(self.paths.events)
         if signature != self._events_signature:
             self._events_signature = signature
-            changes.events = read_events(self.paths, after_seq=self._last_seq)
-            if changes.events:
-                self._last_seq = changes.events[-1]["seq"]
+            changes.events = self._events.read_new()
         running = engine_running(self.paths)
         if running != self._running:
             self._running = changes.running = running

@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.backends.local import LocalBackend
 from engine.problems import Size, load_problem
 
+UNSEEN = Path(__file__).parent / "problems_unseen"
 UNSEEN_MM = Path(__file__).parent / "problems_unseen_mm"
 
 
@@ -31,5 +32,10 @@ def candidate_error(problem, source: str, tmp_path: Path, params: dict | None = 
     return result.error
 
 
-def problem(spec: str):
-    return load_problem(str(UNSEEN_MM / spec) if spec.endswith(".py") else spec)
+def problem(spec: str, folder: Path = UNSEEN_MM):
+    """A built-in by name, or a problem file of `folder` by file name."""
+    return load_problem(str(folder / spec) if spec.endswith(".py") else spec)
+
+
+def strategy(family, name: str):
+    return next(s for s in family.strategies if s.name == name)

@@ -2,7 +2,7 @@
 the CPU interpreter for the built-in grouped conv (grouped and depthwise sizes) and unseen files."""
 
 import pytest
-from hints_checks import candidate_error, problem
+from hints_checks import candidate_error, problem, strategy
 
 from engine.problems import builtin_names
 from hints import match_problem
@@ -10,10 +10,6 @@ from hints.conv import FAMILY
 
 STRICT = 1e-5  # fp32 accumulation of at most 288 products: observed errors are ~1e-7
 DEPTHWISE_SIZE = dict(n=2, c=4, hw=7, groups=4)  # groupconv's ladder has a depthwise size too
-
-
-def strategy(name):
-    return next(s for s in FAMILY.strategies if s.name == name)
 
 
 def test_matches_only_the_groupconv_problem_among_builtins():
@@ -48,7 +44,7 @@ POINTS = [
 @pytest.mark.parametrize("size", [None, DEPTHWISE_SIZE], ids=["tiny", "depthwise"])
 def test_strategy_points_are_correct_on_grouped_and_depthwise_sizes(name, params, size, tmp_path):
     groupconv = problem("groupconv")
-    source = strategy(name).render(FAMILY.match(groupconv), params)
+    source = strategy(FAMILY, name).render(FAMILY.match(groupconv), params)
     assert candidate_error(groupconv, source, tmp_path, size) < STRICT
 
 
@@ -58,7 +54,7 @@ def test_strategy_points_are_correct_on_grouped_and_depthwise_sizes(name, params
 )
 def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
     wide = problem("grouped_conv_wide_relu.py")
-    source = strategy("conv.implicit_gemm").render(FAMILY.match(wide), params)
+    source = strategy(FAMILY, "conv.implicit_gemm").render(FAMILY.match(wide), params)
     assert candidate_error(wide, source, tmp_path) < STRICT
 
 

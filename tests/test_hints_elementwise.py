@@ -18,7 +18,6 @@ from engine.problems.trace import OperatorRecorder  # noqa: E402
 from hints.elementwise import FAMILY, epilogue_expression  # noqa: E402
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
-T = ("tensor", (4, 4), "float32")
 
 
 def traced(fn):

@@ -2,7 +2,7 @@
 on the CPU interpreter for the built-in problem and for unseen KernelBench files."""
 
 import pytest
-from hints_checks import candidate_error, problem
+from hints_checks import candidate_error, problem, strategy
 
 from engine.problems import builtin_names
 from hints import match_problem
@@ -10,10 +10,6 @@ from hints.matmul import FAMILY
 
 STRICT = 1e-5  # fp32 accumulation of K <= 70 products: observed errors are ~1e-7
 TF32 = 5e-3  # tf32 rounds operands to 10 mantissa bits
-
-
-def strategy(name):
-    return next(s for s in FAMILY.strategies if s.name == name)
 
 
 def test_matches_only_the_linear_problem_among_builtins():
@@ -35,8 +31,8 @@ def test_registered_in_the_hint_library():
 
 
 def test_split_k_applies_to_the_small_m_ladder_only():
-    assert strategy("matmul.split_k").applies_to(FAMILY.match(problem("linear_relu_div")))
-    assert not strategy("matmul.split_k").applies_to(FAMILY.match(problem("gemm_gelu.py")))
+    assert strategy(FAMILY, "matmul.split_k").applies_to(FAMILY.match(problem("linear_relu_div")))
+    assert not strategy(FAMILY, "matmul.split_k").applies_to(FAMILY.match(problem("gemm_gelu.py")))
 
 
 POINTS = [
@@ -53,20 +49,22 @@ POINTS = [
 @pytest.mark.parametrize(("name", "params"), POINTS)
 def test_strategy_points_are_correct_on_the_tiny_size(name, params, tmp_path):
     linear = problem("linear_relu_div")
-    source = strategy(name).render(FAMILY.match(linear), params)
+    source = strategy(FAMILY, name).render(FAMILY.match(linear), params)
     assert candidate_error(linear, source, tmp_path) < STRICT
 
 
 def test_tf32_candidate_names_its_precision_and_stays_within_tf32_error(tmp_path):
     linear = problem("linear_relu_div")
-    source = strategy("matmul.tiled_grouped").render(FAMILY.match(linear), {"precision": "tf32"})
+    source = strategy(FAMILY, "matmul.tiled_grouped").render(
+        FAMILY.match(linear), {"precision": "tf32"}
+    )
     assert 'input_precision="tf32"' in source
     assert candidate_error(linear, source, tmp_path) < TF32
 
 
 def test_one_candidate_serves_every_size_shape(tmp_path):
     linear = problem("linear_relu_div")
-    source = strategy("matmul.split_k").render(FAMILY.match(linear), {"BLOCK_M": 32})
+    source = strategy(FAMILY, "matmul.split_k").render(FAMILY.match(linear), {"BLOCK_M": 32})
     other = dict(batch=5, in_features=100, out_features=33)
     assert candidate_error(linear, source, tmp_path, other) < STRICT
 

@@ -1,27 +1,16 @@
 """The reduction hint family: matching from traced calls, and every strategy's candidates correct
 on the CPU interpreter for the built-in problems and for unseen KernelBench files."""
 
-from pathlib import Path
-
 import pytest
 import torch
-from hints_checks import candidate_error
+from hints_checks import UNSEEN, candidate_error, problem, strategy
 
-from engine.problems import builtin_names, load_problem
+from engine.problems import builtin_names
 from engine.problems.loader import import_module_from
 from hints import match_problem
 from hints.reductions import FAMILY
 
-UNSEEN = Path(__file__).parent / "problems_unseen"
 STRICT = 1e-5  # fp32 reductions over a few hundred values: observed errors are ~1e-7
-
-
-def problem(spec: str):
-    return load_problem(str(UNSEEN / spec) if spec.endswith(".py") else spec)
-
-
-def strategy(name):
-    return next(s for s in FAMILY.strategies if s.name == name)
 
 
 def test_matches_softmax_and_rmsnorm_only_among_builtins():
@@ -50,18 +39,20 @@ def test_rmsnorm_facts_come_from_the_trace():
     ],
 )
 def test_recognises_the_normalization_and_its_axis(spec, op, dims):
-    facts = FAMILY.match(problem(spec)).facts
+    facts = FAMILY.match(problem(spec, UNSEEN)).facts
     assert (facts["op"], facts["dims"]) == (op, dims)
 
 
 @pytest.mark.parametrize("spec", ["gelu.py", "matvec_1d.py", "linear_relu_div", "groupconv"])
 def test_does_not_match_other_families(spec):
-    assert FAMILY.match(problem(spec)) is None
+    assert FAMILY.match(problem(spec, UNSEEN)) is None
 
 
 def test_strategies_follow_the_layout():
     applicable = {
-        spec: {s.name for s in FAMILY.strategies if s.applies_to(FAMILY.match(problem(spec)))}
+        spec: {
+            s.name for s in FAMILY.strategies if s.applies_to(FAMILY.match(problem(spec, UNSEEN)))
+        }
         for spec in ("softmax", "rmsnorm", "rmsnorm_lastdim.py")
     }
     assert applicable["rmsnorm"] == {"reduction.channel_tile"}
@@ -87,14 +78,14 @@ POINTS = [
 
 @pytest.mark.parametrize(("spec", "name", "params"), POINTS)
 def test_strategy_points_are_correct_on_the_tiny_size(spec, name, params, tmp_path):
-    target = problem(spec)
-    source = strategy(name).render(FAMILY.match(target), params)
+    target = problem(spec, UNSEEN)
+    source = strategy(FAMILY, name).render(FAMILY.match(target), params)
     assert candidate_error(target, source, tmp_path) < STRICT
 
 
 def test_one_candidate_serves_another_size_of_the_ladder(tmp_path):
     softmax = problem("softmax")
-    source = strategy("reduction.online_single_pass").render(FAMILY.match(softmax))
+    source = strategy(FAMILY, "reduction.online_single_pass").render(FAMILY.match(softmax))
     assert candidate_error(softmax, source, tmp_path, dict(batch=3, dim=9000)) < STRICT
 
 
@@ -102,7 +93,7 @@ def test_one_candidate_serves_another_size_of_the_ladder(tmp_path):
     "spec", ["log_softmax_dim0.py", "layernorm.py", "l2norm.py", "rmsnorm_lastdim.py"]
 )
 def test_unseen_normalizations_get_correct_candidates(spec, tmp_path):
-    unseen = problem(spec)
+    unseen = problem(spec, UNSEEN)
     match = FAMILY.match(unseen)
     applicable = [s for s in FAMILY.strategies if s.applies_to(match)]
     assert applicable
@@ -112,9 +103,9 @@ def test_unseen_normalizations_get_correct_candidates(spec, tmp_path):
 
 @pytest.mark.parametrize("name", ["reduction.looped_two_pass", "reduction.split_row"])
 def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
-    layernorm = problem("layernorm.py")
+    layernorm = problem("layernorm.py", UNSEEN)
     path = tmp_path / "candidate.py"
-    path.write_text(strategy(name).render(FAMILY.match(layernorm)))
+    path.write_text(strategy(FAMILY, name).render(FAMILY.match(layernorm)))
     candidate = import_module_from(path, "candidate")
     torch.manual_seed(0)
     reference = torch.nn.LayerNorm((4, 5, 6)).double()

@@ -36,6 +36,7 @@ def test_a_reachable_server_with_a_key_passes_and_is_not_asked_for_a_completion(
 
 
 def test_a_known_hosted_model_with_its_key_passes_without_any_request(monkeypatch):
+    """No network here: any request to the provider would fail the preflight."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-dummy")
     LLMGenerator("anthropic/claude-sonnet-4-5").preflight()
 
@@ -77,6 +78,7 @@ def test_an_api_base_that_is_not_a_url_says_how_to_write_one():
 def test_a_server_answering_with_an_error_status_is_reachable(server):
     """Any HTTP answer proves the server is there (an auth-only /models gives 401 or 404)."""
     LLMGenerator("openai/kb-local-model", api_base=server.url + "/not-here").preflight()
+    assert [r["path"] for r in server.requests] == ["/v1/not-here/models"]
 
 
 def test_impossible_limits_are_refused():

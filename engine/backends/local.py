@@ -92,8 +92,8 @@ class LocalBackend:
             "input_sets": job.rung.input_sets,
             "interleave": job.rung.interleave,
         }
-        rejected = self._static_rejection(problem, job.source)
-        if rejected:
+        rejected = job.check and self._static_rejection(problem, job.source)
+        if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
         if self.check_worker is self.timing_worker:
             request = self._request(problem, job.source, sizes, check_seeds=seeds, timing=timing)

@@ -32,7 +32,6 @@ PRECISION_CEILING = {
     "fp32": ("fp32", 1), "tf32": ("tf32", 1), "tf32x3": ("tf32", 3),
     "fp16": ("fp16", 1), "bf16": ("fp16", 1),
 }  # fmt: skip
-CEILING_KEYS = ("copy_bytes_per_s", "fp32_flops_per_s", "tf32_flops_per_s", "fp16_flops_per_s")
 
 
 @dataclass(frozen=True)

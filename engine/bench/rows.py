@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 from engine.bench.floors import Work, floor_ms
 from engine.bench.measure import SizeTimes
 from engine.bench.searches import SearchOutcome
 from engine.gate.precision import DTYPE_PRECISION, infer_precision
 from engine.jobs import source_sha256
 from engine.problems import Problem
+from engine.search.score import geometric_mean
 from engine.timing.stats import speedup_interval, summarize
 
 BEST, FLAT_BEST = "best", "flat_best"  # the candidates' names in the timing request
@@ -97,10 +96,6 @@ def problem_rows(
     return rows
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
 def ablation_entry(
     problem: Problem, ladder: SearchOutcome, flat: SearchOutcome, sources: dict[str, str],
     times: dict[str, SizeTimes],
@@ -134,5 +129,5 @@ def ablation_entry(
         "ladder_best_ms": ladder_ms,
         "flat_best_ms": flat_ms,
         # Geometric mean over sizes of ladder best / flat best: <= 1 when the ladder's is as fast.
-        "best_ms_ratio": _geomean(ratios) if len(ratios) == len(times) else None,
+        "best_ms_ratio": geometric_mean(ratios) if ratios and len(ratios) == len(times) else None,
     }

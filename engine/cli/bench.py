@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import shlex
 import sys
-import time
 from pathlib import Path
 
 from engine.cli import UsageError
+from engine.cli.sessions import search_progress
 
 DEFAULT_BUDGET = "5m"
-PROGRESS_INTERVAL_S = 5.0
 
 
 def register(sub) -> None:
@@ -55,21 +54,6 @@ def command_line(args) -> str:
     if args.ablation:
         words += ["--ablation", *args.ablation]
     return shlex.join(words)
-
-
-def search_progress():
-    """A step callback that prints a search's progress line every few seconds."""
-    from engine.cli.sessions import progress_line
-
-    last = [0.0]
-
-    def on_step(engine) -> None:
-        now = time.monotonic()
-        if now - last[0] >= PROGRESS_INTERVAL_S:
-            last[0] = now
-            print(progress_line(engine.snapshot()), file=sys.stderr, flush=True)
-
-    return on_step
 
 
 def run(args) -> int:

@@ -167,16 +167,8 @@ def run_headless(paths: SessionPaths) -> int:
         engine = resume_session(paths)
     except (GeneratorError, StoreError, SessionBusy) as exc:
         raise UsageError(str(exc)) from exc
-    last = [0.0]
-
-    def progress(eng) -> None:
-        now = time.monotonic()
-        if now - last[0] >= PROGRESS_INTERVAL_S:
-            last[0] = now
-            print(progress_line(eng.snapshot()), file=sys.stderr, flush=True)
-
     try:
-        state = engine.run(on_step=progress)
+        state = engine.run(on_step=search_progress())
     finally:
         engine.backend.close()
         engine.store.close()
@@ -184,6 +176,19 @@ def run_headless(paths: SessionPaths) -> int:
     print(progress_line(snap), file=sys.stderr)
     print(f"{state}: {snap['stop_reason']}", file=sys.stderr)
     return 0
+
+
+def search_progress():
+    """A step callback that prints the search's progress line every PROGRESS_INTERVAL_S."""
+    last = [0.0]
+
+    def on_step(engine) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            print(progress_line(engine.last_snapshot), file=sys.stderr, flush=True)
+
+    return on_step
 
 
 def progress_line(snap: dict) -> str:

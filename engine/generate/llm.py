@@ -42,10 +42,8 @@ DEFAULT_BACKOFF_S = 2.0  # first retry wait; doubles each retry
 MAX_BACKOFF_S = 60.0
 REACHABILITY_TIMEOUT_S = 5.0
 
+
 # Reason codes of LLM-side rejections (the parser's own are in engine.generate.repair.REASONS).
-LLM_REASONS = ("llm_timeout", "llm_unavailable", "llm_request_failed", "duplicate")
-
-
 def load_litellm():
     """Import litellm on first use, offline: no price-map download, no telemetry."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -26,13 +26,13 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in BUILTIN_DIR.glob("*.py") if not p.stem.startswith("_"))
 
 
-def resolve_path(spec: str) -> tuple[Path, bool]:
+def resolve_path(spec: str) -> Path:
     """A built-in name or a path to a .py file."""
     if spec in builtin_names():
-        return BUILTIN_DIR / f"{spec}.py", True
+        return BUILTIN_DIR / f"{spec}.py"
     path = Path(spec)
     if path.suffix == ".py" and path.is_file():
-        return path.resolve(), False
+        return path.resolve()
     raise ProblemError(
         f"no problem {spec!r}: give a built-in name ({', '.join(builtin_names())}) "
         "or the path of a KernelBench-format .py file"
@@ -117,7 +117,7 @@ def inspect_size(module: ModuleType, path: Path, size: Size):
 
 
 def load_problem(spec: str) -> Problem:
-    path, builtin = resolve_path(spec)
+    path = resolve_path(spec)
     module = import_module_from(path, "problem")
     check_symbols(module, path)
     sizes = read_sizes(module, path)
@@ -136,5 +136,4 @@ def load_problem(spec: str) -> Problem:
         replaces=tuple(replaces),
         output_specs=output_specs,
         calls=calls,
-        builtin=builtin,
     )

@@ -31,7 +31,6 @@ class Problem:
     output_specs: dict = field(default_factory=dict)
     # The reference's operator calls (trace.OpCall) per size label, for matching hint families.
     calls: dict = field(default_factory=dict)
-    builtin: bool = False
 
     def tier(self, tier: str) -> list[Size]:
         return [s for s in self.sizes if s.tier == tier]

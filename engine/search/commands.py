@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.search.budget import BudgetError, parse_budget_increase
+from engine.session_files import CANDIDATE_COMMANDS
 
 
 def apply_command(engine, command: dict) -> tuple[str, str, object]:
@@ -11,7 +12,7 @@ def apply_command(engine, command: dict) -> tuple[str, str, object]:
     Returns ("applied" | "rejected", message, the candidate it changed or None)."""
     name, cid = command.get("command"), command.get("candidate")
     search = engine.search
-    if name in ("pin", "unpin", "veto"):
+    if name in CANDIDATE_COMMANDS:
         c = engine.by_id.get(cid)
         if c is None:
             return "rejected", f"{name}: no candidate {cid!r} in this session", None

@@ -92,6 +92,8 @@ class Engine:
         self.command_log = store.commands()
         self.applied_commands = {c["id"] for c in self.command_log}
         self._clock = time.monotonic()
+        self._consumed_inbox: list = []  # inbox files applied this step, deleted once committed
+        self.last_snapshot: dict | None = None  # what after_commit last published
 
     @property
     def top_rung(self) -> int:
@@ -280,7 +282,7 @@ class Engine:
             return
         speedup, low, high, cv = speedup_summary(result)
         samples = sum(len(t.samples_ms) for t in result.timings)
-        c.results[rung] = RungResult(score(result, rung), speedup, low, high, cv, samples)
+        c.results[rung] = RungResult(score(speedup, cv, rung), speedup, low, high, cv, samples)
         self.index.add(c, rung)
         c.status = "done" if rung == self.top_rung else "alive"
         if result.profile is not None:
@@ -403,11 +405,12 @@ class Engine:
         )
 
     def after_commit(self) -> None:
-        for path in getattr(self, "_consumed_inbox", []):
+        for path in self._consumed_inbox:
             path.unlink(missing_ok=True)
         self._consumed_inbox = []
         self.lock.heartbeat()
-        publish.write_snapshot(self.paths, self.snapshot())
+        self.last_snapshot = self.snapshot()
+        publish.write_snapshot(self.paths, self.last_snapshot)
 
     def start(self) -> None:
         """Restore the published files and log the (re)start."""

@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-# queued: waiting for rung 0 | evaluating: an intent is recorded | alive: measured, waiting for a
-# decision | pruned: confidently worse than its rung's cutoff | rejected: failed the gate |
-# done: confirmed at the top rung | vetoed: removed by the user
-STATUSES = ("queued", "evaluating", "alive", "pruned", "rejected", "done", "vetoed")
-
 
 @dataclass
 class RungResult:
@@ -34,10 +29,12 @@ class Candidate:
     source: str
     created_step: int
     rung: int = 0  # the rung it waits for, or was last measured at
+    # queued: waiting for rung 0 | evaluating: an intent is recorded | alive: measured, waiting
+    # for a decision | pruned: confidently worse than its rung's cutoff | rejected: failed the
+    # gate | done: confirmed at the top rung | vetoed: removed by the user
     status: str = "queued"
     results: dict[int, RungResult] = field(default_factory=dict)
     promoted_from: list[int] = field(default_factory=list)  # rungs it has left upwards
-    mutated: bool = False  # the generator has been asked for its children
     pinned: bool = False
     vetoed: bool = False
     reason: str | None = None

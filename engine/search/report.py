@@ -19,6 +19,7 @@ def ledger_summary(engine_like) -> dict:
         "llm_tokens_in": ledger.llm_tokens_in,
         "llm_tokens_out": ledger.llm_tokens_out,
         "llm_cost_usd": round(ledger.llm_cost_usd, 6),
+        "llm_requests": ledger.llm_requests,
         "wall_seconds": round(ledger.wall_seconds, 3),
         "evaluations": ledger.evaluations,
         "top_rung_share": round(ledger.share(top_spent), 6),

@@ -34,7 +34,7 @@ def speedup_summary(result: EvalResult) -> tuple[float, float, float, float]:
     return speedup, low, high, cv
 
 
-def score(result: EvalResult, rung: int) -> float:
-    speedup, _, _, cv = speedup_summary(result)
+def score(speedup: float, cv: float, rung: int) -> float:
+    """S(p, r) from a rung's geometric-mean speedup and worst CV (speedup_summary)."""
     penalty = math.exp(-INSTABILITY_WEIGHT * max(0.0, cv - CV_TOLERATED))
     return speedup * (1 + RUNG_BONUS * rung) * penalty

@@ -132,3 +132,26 @@ def test_attach_finds_a_session_by_name_or_names_the_choices(session, monkeypatc
     assert resolve_session(NAME, sessions_dir).root == session.root
     with pytest.raises(UsageError, match=f"no session 'nope'.*sessions there: {NAME}"):
         resolve_session("nope", sessions_dir)
+
+
+def test_event_tail_reads_only_what_was_appended(tmp_path):
+    """The TUI follows events.jsonl without re-parsing it: appends, a torn last line, and a
+    rewrite by a resumed engine (a new file) that repeats events already seen."""
+    from engine.session_files import EventTail, SessionPaths
+
+    paths = SessionPaths(tmp_path)
+    line = lambda seq: json.dumps({"seq": seq, "kind": "k"}) + "\n"  # noqa: E731
+    tail = EventTail(paths)
+    assert tail.read_new() == []
+    paths.events.write_text(line(0) + line(1))
+    assert [e["seq"] for e in tail.read_new()] == [0, 1]
+    with paths.events.open("a") as fh:
+        fh.write(line(2) + '{"seq": 3, "ki')  # the engine is mid-write
+    assert [e["seq"] for e in tail.read_new()] == [2]
+    with paths.events.open("a") as fh:
+        fh.write('nd": "k"}\n')
+    assert [e["seq"] for e in tail.read_new()] == [3]
+    rewritten = tmp_path / "new.jsonl"
+    rewritten.write_text(line(0) + line(1) + line(2) + line(3) + line(4))
+    rewritten.replace(paths.events)
+    assert [e["seq"] for e in tail.read_new()] == [4]

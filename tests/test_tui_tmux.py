@@ -2,6 +2,7 @@
 check that the engine went on and the pin held."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -19,13 +20,13 @@ def tmux(*args):
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
 
 
-def wait_until(condition, what, timeout=60):
+def wait_until(condition, what, timeout=60, seen=lambda: ""):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if condition():
             return
         time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}\n{seen()}")
 
 
 def test_attach_pin_detach_engine_goes_on(tmp_path):
@@ -38,7 +39,12 @@ def test_attach_pin_detach_engine_goes_on(tmp_path):
     tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", command)
     try:
         screen = lambda: tmux("capture-pane", "-p", "-t", name)  # noqa: E731
-        wait_until(lambda: "Queue" in screen() and "c0001" in screen(), "the TUI's queue")
+        # The queue is sorted by score, so which candidates are on screen depends on timing.
+        wait_until(
+            lambda: "Queue" in screen() and re.search(r"\bc\d{4}\b", screen()),
+            "the TUI's queue to show candidates",
+            seen=screen,
+        )
         tmux("send-keys", "-t", name, "p")
         wait_until(
             lambda: any(

@@ -65,6 +65,12 @@ def test_rows_hold_every_field_with_consistent_values(sim_bench):
         assert 0 < r["gpu_seconds_to_best"] <= r["gpu_seconds_total"]
         search = results["searches"][f"{r['problem']}/ladder"]
         assert r["gpu_seconds_total"] == search["gpu_seconds_total"]
+        assert sum(search["gpu_seconds_by_activity"].values()) == pytest.approx(
+            search["gpu_seconds_total"]
+        )
+        assert sum(search["gpu_seconds_by_rung"].values()) == pytest.approx(
+            search["gpu_seconds_total"]
+        )
         assert r["best_candidate"] == search["best_candidate"]
         assert r["run"] == 0
 
@@ -152,8 +158,8 @@ def test_a_search_without_a_passing_candidate_keeps_its_eager_row():
     problem = load_problem("softmax")
     labels = [s.label for s in problem.full]
     times = time_contenders(problem, labels, {}, "sim", seed=0)
-    search = SearchOutcome("softmax-ladder", None, None, "budget spent: evaluations", [], 4.0, 2,
-                           2, [])  # fmt: skip
+    search = SearchOutcome("softmax-ladder", None, None, "budget spent: evaluations", [], 4.0,
+                           {"time": 4.0}, {"0": 4.0}, 2, 2, [])  # fmt: skip
     work = {label: size_work(problem, problem.size(label)) for label in labels}
     rows = problem_rows(problem, search, work, times, {
         "copy_bytes_per_s": 4e12, "fp32_flops_per_s": 5e13, "tf32_flops_per_s": 3e14,

@@ -39,6 +39,8 @@ def _summary(search: SearchOutcome) -> dict:
         "best_candidate": search.best_id,
         "stop_reason": search.stop_reason,
         "gpu_seconds_total": search.gpu_seconds_total,
+        "gpu_seconds_by_activity": search.gpu_seconds_by_activity,
+        "gpu_seconds_by_rung": search.gpu_seconds_by_rung,
         "gpu_seconds_to_best": search.gpu_seconds_to_best,
         "evaluations": search.evaluations,
         "candidates": search.candidates,

@@ -19,6 +19,8 @@ class SearchOutcome:
     stop_reason: str | None
     progress: list  # [[gpu_seconds, best speedup], ...] each time the best changed
     gpu_seconds_total: float
+    gpu_seconds_by_activity: dict  # compile, check, time, profile
+    gpu_seconds_by_rung: dict
     evaluations: int
     candidates: int
     ladder: list[RungSpec]
@@ -71,6 +73,8 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
             stop_reason=engine.search.stop_reason,
             progress=[list(p) for p in engine.search.progress],
             gpu_seconds_total=engine.ledger.gpu_seconds,
+            gpu_seconds_by_activity=dict(engine.ledger.gpu_seconds_by_activity),
+            gpu_seconds_by_rung=dict(engine.ledger.gpu_seconds_by_rung),
             evaluations=engine.ledger.evaluations,
             candidates=len(engine.population),
             ladder=engine.ladder,

@@ -119,6 +119,18 @@ def test_show_json_holds_the_contract(tmp_path):
     assert max(c["rung"] for c in data["candidates"]) >= 1
 
 
+def test_profiles_hold_at_most_a_quarter_of_the_gpu_seconds(tmp_path):
+    """A short search spends nothing on profiles; a longer one profiles, within the share."""
+    kb(*run_args("short", 0, "10evals", problem="matvec"), sessions=tmp_path)
+    short = show("short", tmp_path)["ledger"]
+    assert short["gpu_seconds_by_activity"]["profile"] == 0.0
+    assert short["gpu_seconds_by_rung"].get("1", 0.0) > 0.0, "no rung 1 evaluation to profile"
+    kb(*run_args("long", 0, "80evals", problem="matvec"), sessions=tmp_path)
+    long = show("long", tmp_path)["ledger"]
+    profiled = long["gpu_seconds_by_activity"]["profile"]
+    assert 0.0 < profiled <= 0.25 * long["gpu_seconds"]
+
+
 def test_control_commands_apply_once_on_a_stopped_session(tmp_path):
     kb(*run_args("s", 0, "12evals"), sessions=tmp_path)
     paths = SessionPaths(tmp_path / "s")

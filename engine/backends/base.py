@@ -13,6 +13,7 @@ BACKENDS = ("cuda", "cpu", "sim")
 class Backend(Protocol):
     name: str  # "cuda" | "cpu" | "sim"
     timings_meaningful: bool
+    profile_seconds: float  # what one profile is expected to cost, before any was measured
 
     def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
         """Gate (when job.check) and time the candidate; never raises for a bad candidate."""

@@ -36,6 +36,8 @@ class LocalBackend:
         self.device = device
         self.gpu = gpu
         self.timings_meaningful = device == "cuda"
+        # ncu on the H200: about 15 s a profile (a process, a context, one replayed launch).
+        self.profile_seconds = 15.0 if device == "cuda" else 0.0
         self.profile_timeout_s = profile_timeout_s
         timeouts = timeouts or Timeouts()
         self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts,
@@ -65,6 +67,7 @@ class LocalBackend:
             "device": self.device,
             "replaces": list(problem.replaces),
             "tolerance": problem.tolerance,
+            "precision_policy": problem.precision_policy,
             "sizes": [{"label": s.label, "params": s.params} for s in sizes],
             "check_seeds": [],
             "timing": None,

@@ -45,6 +45,7 @@ def reference_ms(problem: Problem, label: str) -> float:
 
 class SimBackend:
     name = "sim"
+    profile_seconds = PROFILE_SECONDS
     timings_meaningful = True  # synthetic, but standing in for real measurements
 
     def __init__(self):

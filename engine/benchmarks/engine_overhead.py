@@ -58,6 +58,7 @@ class TimedBackend:
     def __init__(self, backend):
         self.backend = backend
         self.name = backend.name
+        self.profile_seconds = backend.profile_seconds
         self.seconds = 0.0
 
     def evaluate(self, problem, job):

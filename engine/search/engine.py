@@ -26,6 +26,10 @@ from engine.session.store import ReplyTable, StepWrite, Store
 from engine.session_files import SessionPaths
 
 CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a rung
+# A profile guides mutations but costs as much GPU time as many timed evaluations: a rung that
+# asks for one gets it only while profiling stays within this share of all GPU-seconds spent,
+# counting the profile about to run. Short searches spend their budget on timing instead.
+PROFILE_SHARE = 0.25
 PAUSE_POLL_SECONDS = 0.2
 
 
@@ -313,9 +317,18 @@ class Engine:
         costs as much GPU time as many timed evaluations (about 15 s of ncu on the H200)."""
         return self.profiled_origins.get(origin)
 
+    def profile_affordable(self) -> bool:
+        """Whether one more profile keeps profiling within PROFILE_SHARE of the GPU-seconds."""
+        spent = self.ledger.gpu_seconds_by_activity.get("profile", 0.0)
+        profiles = len(self.profiled_origins)
+        expected = spent / profiles if spent and profiles else self.backend.profile_seconds
+        return spent + expected <= PROFILE_SHARE * (self.ledger.gpu_seconds + expected)
+
     def evaluate(self, c: Candidate, rung: int) -> EvalResult:
         spec = self.ladder[rung]
-        if spec.profile and self.strategy_profile(c.origin) is not None:
+        if spec.profile and (
+            self.strategy_profile(c.origin) is not None or not self.profile_affordable()
+        ):
             spec = replace(spec, profile=False)
         job = EvalJob(
             candidate_id=c.id,

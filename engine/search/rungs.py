@@ -4,7 +4,9 @@ rung 0  screen:  the smallest full size, 3 warm-ups, 10 repetitions, 2 input set
                  to look at every candidate; the reference is timed interleaved so the speedup
                  is measured in the same conditions.
 rung 1  compare: every full size, 30 repetitions, 3 input sets, and one Nsight Compute profile
-                 (on the largest size) whose diagnosis guides the mutations of the survivors.
+                 (on the largest size) whose diagnosis guides the mutations of the survivors:
+                 once per strategy, and only while profiles hold at most a quarter of the
+                 GPU-seconds spent (engine.search.engine.PROFILE_SHARE).
 rung 2  confirm: every full size, 100 repetitions, 4 input sets. Only the best reach it; its
                  numbers are the ones a result reports.
 

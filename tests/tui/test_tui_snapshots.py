@@ -11,7 +11,7 @@ from pilot_helpers import select, settle
 from engine.session_files import read_candidate
 from kbtui.app import KernelBrainApp
 
-PROFILER_UNAVAILABLE = "c0004"  # its strategy's first at rung 1: the sim backend cannot profile
+PROFILER_UNAVAILABLE = "c0021"  # the first profile the budget allowed: the sim cannot profile
 NOT_PROFILED_YET = "c0001"  # never climbed past rung 0, which does not profile
 
 

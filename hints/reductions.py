@@ -554,6 +554,87 @@ SPLIT_LAUNCH = """        sms = sm_count(x)
         return out
 """
 
+RESIDENT_KERNEL = """
+
+@triton.jit
+def resident_kernel(x_ptr, out_ptr, w_ptr, b_ptr, ws_ptr, arrived_ptr, outer, R, CHUNK, SPLITS,
+                    eps, BLOCK: tl.constexpr, SPLITS_P2: tl.constexpr,
+                    HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    # Persistent: program (split, group) takes its CHUNK of rows group, group + groups, ...
+    # It keeps the chunk in registers while the row's SPLITS programs meet at the row's arrival
+    # counter, so every element is read once and written once.
+    split = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    parts = tl.arange(0, SPLITS_P2)
+    for row in range(tl.program_id(1), outer, tl.num_programs(1)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * R
+        out_row = out_ptr + tl.cast(row, tl.int64) * R
+        offs = split * CHUNK + cols
+        mask = (cols < CHUNK) & (offs < R)
+        x = tl.load(x_row + offs, mask=mask, other=$fill).to(tl.float32)
+$resident_partials
+        tl.store(ws_ptr + (row * SPLITS + split) * 2, q0)
+        tl.store(ws_ptr + (row * SPLITS + split) * 2 + 1, q1)
+        tl.debug_barrier()  # every thread's partials stored before the arrival is published
+        arrived = tl.atomic_add(arrived_ptr + row, 1, sem="acq_rel", scope="gpu") + 1
+        while arrived < SPLITS:
+            arrived = tl.atomic_add(arrived_ptr + row, 0, sem="acquire", scope="gpu")
+        here = parts < SPLITS
+        p0 = tl.load(ws_ptr + (row * SPLITS + parts) * 2, mask=here, other=$part_fill,
+                     cache_modifier=".cg")
+        p1 = tl.load(ws_ptr + (row * SPLITS + parts) * 2 + 1, mask=here, other=0.0,
+                     cache_modifier=".cg")
+$resident_merge
+$resident_finalize
+        y = $apply
+$loop_affine
+        tl.store(out_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+"""
+
+# Rows split so that chunks fit in registers and few rows still fill the SMs; a row never has
+# more programs than there are SMs, the grid never more than they hold at once.
+RESIDENT_LAUNCH = """        sms = sm_count(x)
+        fill = min(sms * $PROGRAMS_PER_SM // outer, triton.cdiv(R, 512))
+        splits = min(max(triton.cdiv(R, $CHUNK), fill), sms) if x.is_cuda else 1
+        chunk = triton.cdiv(R, splits)
+        splits = triton.cdiv(R, chunk)  # no empty chunk
+        ws = torch.empty((outer, splits, 2), device=x.device, dtype=torch.float32)
+        arrived = torch.zeros(outer, device=x.device, dtype=torch.int32)
+        args = (x, out, w, b, ws, arrived, outer, R, chunk, splits, EPS)
+        meta = dict(BLOCK=triton.next_power_of_2(chunk), SPLITS_P2=triton.next_power_of_2(splits),
+                    num_warps=$num_warps, **affine)
+        per_sm = resident_per_sm(x, args, meta, $PROGRAMS_PER_SM)
+        resident_kernel[(splits, max(1, min(outer, sms * per_sm // splits)))](*args, **meta)
+        return out
+"""
+
+RESIDENT_OCCUPANCY = """
+
+RESIDENT = {}  # (device, meta) -> programs one SM holds at once
+
+
+def resident_per_sm(x, args, meta, wanted):
+    \"\"\"Programs of resident_kernel that one SM holds at once (registers, shared memory,
+    threads), at most `wanted`: a row's barrier needs all of the grid resident. The interpreter
+    runs one program at a time, and its rows are one program each.\"\"\"
+    if not x.is_cuda:
+        return 1
+    key = (x.device.index, tuple(sorted(meta.items())))
+    if key not in RESIDENT:
+        kernel = resident_kernel.warmup(*args, grid=(1,), **meta)
+        kernel._init_handles()
+        props = torch.cuda.get_device_properties(x.device)
+        driver = triton.runtime.driver.active.utils.get_device_properties(x.device.index)
+        threads = 32 * meta["num_warps"]
+        limits = (
+            props.regs_per_multiprocessor // max(1, kernel.n_regs * threads),
+            driver["max_shared_mem"] // max(1, kernel.metadata.shared),
+            props.max_threads_per_multi_processor // threads,
+        )
+        RESIDENT[key] = max(1, min(wanted, *limits))
+    return RESIDENT[key]
+"""
+
 TILED_TEMPLATE = (
     HEADER
     + """
@@ -599,6 +680,28 @@ def loop_substitutions(online: bool):
         return {**values, "stats": stats}
 
     return substitute
+
+
+# Softmax partials of a whole chunk: its max, then one exponential per element (the lane-wise
+# online update would take three). An empty chunk's max is floored, so its partials weigh 0.
+CHUNK_SOFTMAX_PARTIALS = """
+    q0 = tl.maximum(tl.max(x, axis=0), -3.0e38)
+    q1 = tl.sum(tl.exp(x - q0), axis=0)"""
+
+
+def resident_substitutions(match: Match) -> dict:
+    values = split_substitutions(match)
+    if match.facts["op"] in ("softmax", "log_softmax"):
+        partials = CHUNK_SOFTMAX_PARTIALS
+    else:
+        update = values["acc_update"].replace("\n        ", "\n    ")  # one chunk: no loop
+        partials = values["acc_init"] + update + values["merge"]
+    return {
+        **values,
+        "resident_partials": indent(partials, 1),
+        "resident_merge": indent(values["merge"], 1),
+        "resident_finalize": indent(values["finalize"], 1),
+    }
 
 
 def split_substitutions(match: Match) -> dict:
@@ -697,6 +800,27 @@ STRATEGIES = (
         ),
         applies_to=few_rows_long,
         substitutions=split_substitutions,
+    ),
+    Strategy(
+        name="reduction.resident_split",
+        family="reduction",
+        applies="any last-axis reduction; pays most for rows too long for one program's registers",
+        addresses=("multi-pass", "memory-bound", "few-waves"),
+        explanation=(
+            "Cooperative single pass: a persistent grid (every program resident at once) splits "
+            "each row over SPLITS programs that keep their chunk in registers, publish two "
+            "partial statistics, meet at the row's atomic arrival counter, merge the partials "
+            "and write their chunk. One read and one write per element even for rows far too "
+            "long for one program; chunks small enough to avoid spills."
+        ),
+        template=HEADER + RESIDENT_KERNEL + RESIDENT_OCCUPANCY + MODEL + RESIDENT_LAUNCH,
+        params=(
+            Param("CHUNK", (2048, 4096, 8192, 16384, 32768), 16384, tile=True),
+            Param("PROGRAMS_PER_SM", (1, 2, 4), 1),
+            Param("num_warps", WARPS, 16),
+        ),
+        applies_to=last_axis,
+        substitutions=resident_substitutions,
     ),
     Strategy(
         name="reduction.channel_tile",

@@ -1,8 +1,13 @@
 """The reduction hint family: matching from traced calls, and every strategy's candidates correct
 on the CPU interpreter for the built-in problems and for unseen KernelBench files."""
 
+import re
+import subprocess
+from pathlib import Path
+
 import pytest
 import torch
+import triton
 from hints_checks import UNSEEN, candidate_error, problem, strategy
 
 from engine.problems import builtin_names
@@ -58,6 +63,7 @@ def test_strategies_follow_the_layout():
     assert applicable["rmsnorm"] == {"reduction.channel_tile"}
     assert "reduction.online_single_pass" in applicable["softmax"]
     assert "reduction.split_row" in applicable["softmax"]  # 16 x 16384 rows in its ladder
+    assert "reduction.resident_split" in applicable["softmax"]
     assert "reduction.whole_row" not in applicable["softmax"]  # 393216-long rows: no registers
     assert "reduction.whole_row" in applicable["rmsnorm_lastdim.py"]
 
@@ -71,6 +77,9 @@ POINTS = [
     ("softmax", "reduction.online_single_pass", {"BLOCK": 128, "num_warps": 4}),
     ("softmax", "reduction.split_row", {}),
     ("softmax", "reduction.split_row", {"BLOCK": 128, "WAVES": 2}),  # two splits per row
+    ("softmax", "reduction.resident_split", {}),
+    ("softmax", "reduction.resident_split", {"CHUNK": 2048, "num_warps": 4}),
+    ("rmsnorm_lastdim.py", "reduction.resident_split", {}),
     ("rmsnorm", "reduction.channel_tile", {}),
     ("rmsnorm", "reduction.channel_tile", {"ELEMENTS_PER_PROGRAM": 128, "num_warps": 2}),
 ]
@@ -101,7 +110,9 @@ def test_unseen_normalizations_get_correct_candidates(spec, tmp_path):
         assert candidate_error(unseen, s.render(match), tmp_path) < STRICT, s.name
 
 
-@pytest.mark.parametrize("name", ["reduction.looped_two_pass", "reduction.split_row"])
+@pytest.mark.parametrize(
+    "name", ["reduction.looped_two_pass", "reduction.split_row", "reduction.resident_split"]
+)
 def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
     layernorm = problem("layernorm.py", UNSEEN)
     path = tmp_path / "candidate.py"
@@ -117,3 +128,41 @@ def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
     x = torch.randn(3, 4, 5, 6) * 3 + 100  # a mean far from zero: no cancellation allowed
     expected = reference(x.double())
     assert (new(x).double() - expected).abs().max() / expected.abs().max() < STRICT
+
+
+def test_resident_split_compiles_for_the_h200_with_its_barrier(tmp_path):
+    """The interpreter runs a row as one program; the GPU path (a row over co-resident programs
+    meeting at an atomic counter) is compiled here ahead of time for sm_90 with Triton's own
+    ptxas: one program fits an SM without spills, and the barrier is a release/acquire pair."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    path = tmp_path / "candidate.py"
+    path.write_text(
+        strategy(FAMILY, "reduction.resident_split").render(FAMILY.match(problem("softmax")))
+    )
+    # Under TRITON_INTERPRET the module holds an interpreted function: compile its Python source.
+    kernel = triton.JITFunction(import_module_from(path, "candidate").resident_kernel.fn)
+    pointers = dict.fromkeys(("x_ptr", "out_ptr", "w_ptr", "b_ptr", "ws_ptr"), "*fp32")
+    scalars = dict.fromkeys(("outer", "R", "CHUNK", "SPLITS"), "i32")
+    constants = {"BLOCK": 16384, "SPLITS_P2": 32, "HAS_WEIGHT": False, "HAS_BIAS": False}
+    signature = {**pointers, "arrived_ptr": "*i32", **scalars, "eps": "fp32",
+                 **dict.fromkeys(constants, "constexpr")}  # fmt: skip
+    compiled = triton.compile(
+        ASTSource(kernel, signature, constants),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": 16},  # the strategy's defaults: 16384 values over 512 threads
+    )
+    ptx = compiled.asm["ptx"]
+    assert "atom.global.gpu.acq_rel.add" in ptx  # arrival, releasing the stored partials
+    assert "ld.global.gpu.acquire" in ptx  # the wait: the siblings' partials are visible after it
+    assert "ld.global.cg" in ptx  # partials read past the (incoherent) L1
+    cubin = tmp_path / "kernel.cubin"
+    cubin.write_bytes(compiled.asm["cubin"])
+    usage = subprocess.run(
+        [str(Path(triton.__file__).parent / "backends/nvidia/bin/cuobjdump"), "-res-usage", cubin],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    registers = int(re.search(r"REG:(\d+)", usage).group(1))
+    assert "LOCAL:0" in usage, usage  # no spills
+    assert registers * 32 * 16 <= 65536, usage  # the H200's register file holds one program

@@ -33,8 +33,9 @@ def candidate_error(problem, source: str, tmp_path: Path, params: dict | None = 
 
 
 def problem(spec: str, folder: Path = UNSEEN_MM):
-    """A built-in by name, or a problem file of `folder` by file name."""
-    return load_problem(str(folder / spec) if spec.endswith(".py") else spec)
+    """A built-in by name, or a problem file of `folder` by file name, under the tf32 precision
+    policy: the templates are checked at every precision, each within its own tolerance."""
+    return load_problem(str(folder / spec) if spec.endswith(".py") else spec, "tf32")
 
 
 def strategy(family, name: str):

@@ -42,7 +42,7 @@ def bench(*args, check=True):
 def sim_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "50gpu-s",
-          "--ablation", "softmax", "--seed", "3", "--out", str(out))  # fmt: skip
+          "--ablation", "softmax", "--seed", "0", "--out", str(out))  # fmt: skip
     return out, json.loads((out / "sim.json").read_text())
 
 
@@ -206,3 +206,23 @@ def test_later_commands_add_their_problems_to_the_same_results(tmp_path):
     assert set(results["searches"]) == {"softmax/ladder", "rmsnorm/ladder"}
     text = (tmp_path / "sim.md").read_text()
     assert all(run["command"] in text for run in results["runs"])
+
+
+def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):
+    args = ["linear_relu_div", "--backend", "sim", "--budget-per-problem", "4evals"]
+    bench(*args, "--out", str(tmp_path))
+    bench(*args, "--precision", "tf32", "--out", str(tmp_path))
+    results = json.loads((tmp_path / "sim.json").read_text())
+    assert [run["precision_policy"] for run in results["runs"]] == ["strict", "tf32"]
+    assert [(r["precision_policy"], r["precision"], r["run"]) for r in results["rows"]] == [
+        ("strict", "fp32", 0), ("strict", "fp32", 0), ("tf32", "tf32", 1), ("tf32", "tf32", 1),
+    ]  # fmt: skip
+    assert set(results["searches"]) == {"linear_relu_div/ladder", "linear_relu_div-tf32/ladder"}
+    store = Store(tmp_path / "sessions" / "linear_relu_div-tf32-ladder" / "state.duckdb",
+                  read_only=True)  # fmt: skip
+    assert store.meta()["precision_policy"] == "tf32"
+    store.close()
+    text = (tmp_path / "sim.md").read_text()
+    assert "| linear_relu_div | 128x4096x4096 | float32 | strict | fp32 |" in text
+    assert "| linear_relu_div | 128x4096x4096 | float32 | tf32 | tf32 |" in text
+    assert "with TF32 enabled" in text

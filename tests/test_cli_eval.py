@@ -35,6 +35,23 @@ def test_check_rejects_with_exit_1():
     assert plain.stdout.startswith("rejected (signature_mismatch)")
 
 
+def test_strict_precision_rejects_a_tf32_kernel_that_tf32_passes(tmp_path):
+    ieee = (CANDIDATES / "linear_relu_div_valid.py").read_text()
+    tf32 = tmp_path / "linear_relu_div_tf32.py"
+    tf32.write_text(ieee.replace(', input_precision="ieee"', ""))  # tl.dot's default: TF32
+    strict = kb("check", "linear_relu_div", str(tf32), "--json")
+    assert strict.returncode == 1
+    report = json.loads(strict.stdout)
+    assert report["reason"] == "tf32_in_strict_session"
+    assert report["message"] == (
+        'this kernel computes in tf32 (tl.dot without input_precision="ieee"); the session is '
+        'strict fp32: use input_precision="ieee", or run with --precision tf32'
+    )
+    allowed = kb("check", "linear_relu_div", str(tf32), "--precision", "tf32")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert allowed.stdout.startswith("passed") and "within 0.002 (tf32)" in allowed.stdout
+
+
 def test_usage_errors_exit_2(tmp_path):
     missing = kb("check", "softmax", str(tmp_path / "nope.py"))
     assert missing.returncode == 2

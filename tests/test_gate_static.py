@@ -4,7 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.gate.precision import gate_tolerance, infer_precision, problem_tolerance
+from engine.gate.precision import (
+    gate_tolerance,
+    infer_precision,
+    policy_rejection,
+    problem_tolerance,
+)
 from engine.gate.static import static_check
 from engine.problems import load_problem
 
@@ -167,3 +172,26 @@ def test_tolerance_by_precision_and_pytorch_error():
     assert problem_tolerance(spec, "fp16") == 0.0  # not declared: PyTorch's error decides
     assert gate_tolerance(spec, "fp32", torch_error=1e-4) == 2e-4
     assert gate_tolerance(1e-5, "fp16", torch_error=1e-7) == 1e-5
+
+
+@pytest.mark.parametrize(
+    "policy, precision, rejected",
+    [
+        ("strict", "tf32", True),
+        ("strict", "tf32x3", True),
+        ("strict", "fp32", False),
+        ("strict", "fp16", False),  # half-precision inputs: the policy does not apply
+        ("tf32", "tf32", False),
+        ("tf32", "tf32x3", False),
+        ("tf32", "fp32", False),
+    ],
+)
+def test_strict_policy_rejects_tf32_and_tf32x3(policy, precision, rejected):
+    rejection = policy_rejection(policy, precision)
+    assert (rejection is not None) == rejected
+    if rejected:
+        assert rejection.reason == "tf32_in_strict_session"
+        assert (
+            f"computes in {precision}" in rejection.message
+            and "--precision tf32" in rejection.message
+        )

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine.backends.local import LocalBackend
+from engine.gate.precision import infer_precision
 from engine.generate.base import GenerationRequest, GeneratorError, ParentInfo
 from engine.generate.offline import OfflineGenerator
 from engine.problems import builtin_names, load_problem
@@ -90,3 +91,25 @@ def test_problem_of_no_family_is_refused_with_advice(tmp_path):
     )
     with pytest.raises(GeneratorError, match="--generator llm"):
         OfflineGenerator(load_problem(str(odd))).preflight()
+
+
+def test_precision_policy_bounds_the_precisions_proposed():
+    def proposals(policy, parent=None):
+        problem = load_problem("linear_relu_div", policy)
+        kind, count = ("mutate", 12) if parent else ("coarse", 0)
+        request = GenerationRequest(problem, kind, count, random.Random(5), parent=parent)
+        return OfflineGenerator(problem).propose(request).proposals
+
+    def neighbour_precisions(policy, coarse):
+        top = coarse[0]
+        parent = ParentInfo("c0001", top.source, top.origin, top.params, [], None)
+        return {p.params["precision"] for p in proposals(policy, parent)}
+
+    strict = proposals("strict")
+    assert strict and {p.params["precision"] for p in strict} == {"ieee"}
+    assert {infer_precision(p.source) for p in strict} == {"fp32"}
+    assert neighbour_precisions("strict", strict) == {"ieee"}
+    tf32 = proposals("tf32")
+    assert tf32 and {p.params["precision"] for p in tf32} == {"tf32"}
+    assert {infer_precision(p.source) for p in tf32} == {"tf32"}
+    assert neighbour_precisions("tf32", tf32) == {"tf32", "tf32x3"}  # one step from tf32

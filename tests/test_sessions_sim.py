@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events, send_command
 
 CLI = [sys.executable, "-m", "engine.cli"]
@@ -96,6 +97,7 @@ def test_show_json_holds_the_contract(tmp_path):
     data = show("s", tmp_path)
     assert {"session", "problem", "state", "best", "candidates", "ledger", "commands"} <= set(data)
     assert data["ledger"]["evaluations"] == 30
+    assert data["precision_policy"] == "strict"  # the default
     assert set(data["ledger"]) >= {
         "gpu_seconds",
         "gpu_seconds_by_rung",
@@ -243,6 +245,24 @@ def test_stops_at_target_speedup_and_at_wall_time(tmp_path):
     data = show("wall", tmp_path)
     assert data["stop_reason"] == "budget spent: wall_seconds"
     assert 3 <= data["ledger"]["wall_seconds"] < 30
+
+
+def test_precision_policy_is_kept_with_the_session_and_on_resume(tmp_path):
+    kb(*run_args("t", 0, "6evals", "linear_relu_div"), "--precision", "tf32", sessions=tmp_path)
+    first = show("t", tmp_path)
+    assert first["precision_policy"] == "tf32"
+    kb("budget", "t", "+20evals", sessions=tmp_path)
+    kb("resume", "t", "--headless", sessions=tmp_path)  # no --precision: the session's holds
+    data = show("t", tmp_path)
+    assert data["precision_policy"] == "tf32" and data["ledger"]["evaluations"] == 26
+    assert "precision policy: tf32" in kb("show", "t", sessions=tmp_path).stdout
+    store = Store(tmp_path / "t" / "state.duckdb", read_only=True)
+    candidates = store.candidates()
+    store.close()
+    coarse = {c.params["precision"] for c in candidates if not c.parent}
+    resumed = {c.params["precision"] for c in candidates if c.created_step > first["step"]}
+    assert coarse == {"tf32"}
+    assert "tf32x3" in resumed  # a mutation that strict, allowing ieee only, could not make
 
 
 def test_ls_and_export(tmp_path):

@@ -3,10 +3,10 @@ run here, never in the engine process.
 
 One JSON request on stdin. kind "ceilings": the device's copy bandwidth and matmul FLOP/s in
 fp32 (strict), tf32 and fp16. kind "sizes": at each size, PyTorch eager (the reference Model at
-PyTorch's defaults), torch.compile(Model) (default mode, compiled once, its compile time reported
-apart) and the given candidates, timed interleaved in a rotating order with the L2 flushed before
-every repetition. Results go out one JSON line at a time on a private copy of stdout, so a
-timeout loses only the sizes not yet done.
+PyTorch's defaults, or with TF32 enabled under the tf32 precision policy), torch.compile(Model)
+(default mode, compiled once, its compile time reported apart) and the given candidates, timed
+interleaved in a rotating order with the L2 flushed before every repetition. Results go out one
+JSON line at a time on a private copy of stdout, so a timeout loses only the sizes not yet done.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from engine.gate.correctness import build_models, make_inputs
+from engine.gate.correctness import build_models, make_inputs, reference_precision
 from engine.problems.loader import call_with_size, import_module_from
 from engine.timing.bench import make_timer, time_round_robin
 from engine.timing.stats import summarize
@@ -157,6 +157,7 @@ def main() -> int:
         send(measure_ceilings(request["device"]))
         return 0
     problem = import_module_from(Path(request["problem_path"]), "problem")
+    reference_precision(request["precision_policy"])
     with tempfile.TemporaryDirectory(prefix="kb-bench-") as folder:
         candidates, errors = load_candidates(request["candidates"], folder)
         for size in request["sizes"]:

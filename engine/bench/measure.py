@@ -98,6 +98,7 @@ def time_contenders(
         "kind": "sizes",
         "device": backend,
         "problem_path": str(problem.path),
+        "precision_policy": problem.precision_policy,
         "sizes": [{"label": s, "params": problem.size(s).params} for s in labels],
         "candidates": sources,
         "seed": seed,

@@ -28,13 +28,14 @@ def _num(value, fmt: str) -> str:
 
 def rows_table(rows: list[dict]) -> list[str]:
     lines = [
-        "| problem | shape | dtype | precision | eager ms | compile ms | best ms | floor ms | "
-        "x eager | x compile | of floor | GPU-s to best | GPU-s total |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| problem | shape | dtype | policy | precision | eager ms | compile ms | best ms | "
+        "floor ms | x eager | x compile | of floor | GPU-s to best | GPU-s total |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['problem']} | {r['shape']} | {r['dtype']} | {r['precision'] or '-'} | "
+            f"| {r['problem']} | {r['shape']} | {r['dtype']} | {r['precision_policy']} | "
+            f"{r['precision'] or '-'} | "
             f"{_ms(r['eager_ms'])} | {_ms(r['compile_ms'])} | {_ms(r['best_ms'])} | "
             f"{r['floor_ms']:.4g} | {_num(r['speedup_eager'], '.2f')} | "
             f"{_num(r['speedup_compile'], '.2f')} | {_num(r['fraction_of_floor'], '.0%')} | "
@@ -46,14 +47,14 @@ def rows_table(rows: list[dict]) -> list[str]:
 def ablation_table(entries: list[dict], rows: list[dict]) -> list[str]:
     shape = {(r["problem"], r["size"]): r["shape"] for r in rows}
     lines = [
-        "| problem | shape | ladder GPU-s to best | flat GPU-s to best | ratio | ladder best ms | "
-        "flat best ms | same kernel |",
-        "|---|---|---|---|---|---|---|---|",
+        "| problem | shape | policy | ladder GPU-s to best | flat GPU-s to best | ratio | "
+        "ladder best ms | flat best ms | same kernel |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in entries:
         for label in e["ladder_best_ms"]:
             lines.append(
-                f"| {e['problem']} | {shape[e['problem'], label]} | "
+                f"| {e['problem']} | {shape[e['problem'], label]} | {e['precision_policy']} | "
                 f"{_num(e['ladder_gpu_seconds_to_best'], '.1f')} | "
                 f"{_num(e['flat_gpu_seconds_to_best'], '.1f')} | "
                 f"{_num(e['gpu_seconds_to_best_ratio'], '.2f')} | "
@@ -64,14 +65,16 @@ def ablation_table(entries: list[dict], rows: list[dict]) -> list[str]:
 
 
 def notes(rows: list[dict]) -> list[str]:
-    """Why a cell is empty, one line per problem and reason, naming the shapes it holds for."""
-    shapes: dict[tuple[str, str, str], list[str]] = {}
+    """Why a cell is empty, one line per problem, policy and reason, naming the shapes it holds
+    for."""
+    shapes: dict[tuple[str, str, str, str], list[str]] = {}
     for r in rows:
         for what, why in r["notes"].items():
-            shapes.setdefault((r["problem"], what, why), []).append(r["shape"])
+            key = (r["problem"], r["precision_policy"], what, why)
+            shapes.setdefault(key, []).append(r["shape"])
     return [
-        f"- {problem} ({', '.join(where)}), {what}: {why}"
-        for (problem, what, why), where in shapes.items()
+        f"- {problem}, {policy} ({', '.join(where)}), {what}: {why}"
+        for (problem, policy, what, why), where in shapes.items()
     ]
 
 
@@ -100,7 +103,10 @@ def markdown(results: dict) -> str:
         "Times are medians with their bootstrap 95% interval. floor: bytes (inputs, parameters "
         "and outputs, once) and FLOPs over the ceilings of the row's run; of floor = floor / "
         "best. GPU-s to best: when the search's best speedup settled within 2% of its final "
-        "value.",
+        "value. policy strict: fp32 inputs computed in fp32, against eager and torch.compile at "
+        "PyTorch's defaults (fp32 matmuls in fp32); tf32: kernels may compute fp32 inputs in "
+        "TF32 (precision names what they use, within the problem's tolerance for it), against "
+        "eager and torch.compile with TF32 enabled.",
         "",
         *rows_table(results["rows"]),
     ]

@@ -75,6 +75,7 @@ def problem_rows(
             "shape": "x".join(str(v) for v in size.params.values() if isinstance(v, int)),
             "dtype": w.input_dtype,
             "precision": precision,
+            "precision_policy": problem.precision_policy,
             "eager_ms": timed(t.samples.get("eager")),
             "compile_ms": timed(t.samples.get("compile")),
             "best_ms": best,
@@ -112,6 +113,7 @@ def ablation_entry(
     to_best = (ladder.gpu_seconds_to_best, flat.gpu_seconds_to_best)
     return {
         "problem": problem.name,
+        "precision_policy": problem.precision_policy,
         "ladder_session": ladder.session,
         "flat_session": flat.session,
         "ladder_gpu_seconds_to_best": to_best[0],

@@ -28,9 +28,15 @@ class BenchPlan:
     seed: int
     out: Path
     command: str  # how it was invoked, for the report
+    precision_policy: str = "strict"  # of every search and of eager's timing
+
+    def tag(self, problem: str) -> str:
+        """A problem's name in session folders and search keys: tf32 benches apart from strict."""
+        policy = self.precision_policy
+        return problem if policy == "strict" else f"{problem}-{policy}"
 
     def session(self, problem: str, kind: str) -> SessionPaths:
-        return SessionPaths(self.out / "sessions" / f"{problem}-{kind}")
+        return SessionPaths(self.out / "sessions" / f"{self.tag(problem)}-{kind}")
 
 
 def _summary(search: SearchOutcome) -> dict:
@@ -58,7 +64,7 @@ def load_problems(plan: BenchPlan) -> dict:
         )
     problems, names = {}, set()
     for spec in plan.problems:
-        problems[spec] = load_problem(spec)
+        problems[spec] = load_problem(spec, plan.precision_policy)
         if problems[spec].name in names:
             raise BenchError(f"two problems named {problems[spec].name}: bench each once")
         names.add(problems[spec].name)
@@ -78,7 +84,8 @@ def create_ladder_sessions(plan: BenchPlan, problems: dict) -> None:
         for spec, problem in problems.items():
             paths = plan.session(problem.name, "ladder")
             created.append(paths.root)
-            create_search(paths, spec, plan.backend, plan.seed, plan.limits)
+            create_search(paths, spec, plan.backend, plan.seed, plan.limits,
+                          plan.precision_policy)  # fmt: skip
     except Exception:
         for root in created:
             shutil.rmtree(root, ignore_errors=True)
@@ -86,17 +93,25 @@ def create_ladder_sessions(plan: BenchPlan, problems: dict) -> None:
 
 
 def earlier_results(plan: BenchPlan, names: set[str]) -> dict:
-    """What an earlier bench into the same folder measured for other problems: a bench too long
-    for one sitting runs as several commands into one results file."""
+    """What an earlier bench into the same folder measured for other problems or under the other
+    precision policy: a bench too long for one sitting runs as several commands into one results
+    file. (Rows from before there were policies are strict.)"""
     path = plan.out / f"{plan.backend}.json"
     if not path.exists():
         return {"runs": [], "rows": [], "ablation": [], "searches": {}}
     earlier = json.loads(path.read_text())
+    replaced = {(name, plan.precision_policy) for name in names}
+
+    def kept(entries: list[dict]) -> list[dict]:
+        entries = [{"precision_policy": "strict", **e} for e in entries]
+        return [e for e in entries if (e["problem"], e["precision_policy"]) not in replaced]
+
+    tags = {plan.tag(name) for name in names}
     return {
         "runs": earlier["runs"],
-        "rows": [r for r in earlier["rows"] if r["problem"] not in names],
-        "ablation": [e for e in earlier["ablation"] if e["problem"] not in names],
-        "searches": {k: v for k, v in earlier["searches"].items() if k.split("/")[0] not in names},
+        "rows": kept(earlier["rows"]),
+        "ablation": kept(earlier["ablation"]),
+        "searches": {k: v for k, v in earlier["searches"].items() if k.split("/")[0] not in tags},
     }
 
 
@@ -115,22 +130,22 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
     ceilings = device.pop("ceilings")
     results["runs"].append({
         "command": plan.command, "limits": plan.limits, "seed": plan.seed,
-        "device": device, "ceilings": ceilings,
+        "precision_policy": plan.precision_policy, "device": device, "ceilings": ceilings,
         "problems": [p.name for p in problems.values()],
     })  # fmt: skip
     for spec, problem in problems.items():
         log(f"{problem.name}: searching (ladder)")
         ladder = run_search(plan.session(problem.name, "ladder"), on_step)
-        results["searches"][f"{problem.name}/ladder"] = _summary(ladder)
+        results["searches"][f"{plan.tag(problem.name)}/ladder"] = _summary(ladder)
         flat = None
         if spec in plan.ablation:
             log(f"{problem.name}: searching (flat, replaying the ladder's candidates)")
             flat_paths = plan.session(problem.name, "flat")
             create_search(flat_paths, spec, plan.backend, plan.seed, plan.limits,
-                          ladder=flat_ladder(ladder.ladder),
+                          plan.precision_policy, ladder=flat_ladder(ladder.ladder),
                           replay_from=plan.session(problem.name, "ladder"))  # fmt: skip
             flat = run_search(flat_paths, on_step)
-            results["searches"][f"{problem.name}/flat"] = _summary(flat)
+            results["searches"][f"{plan.tag(problem.name)}/flat"] = _summary(flat)
         labels = list(ladder.ladder[-1].size_labels)
         log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
             "size(s)")  # fmt: skip

@@ -50,13 +50,14 @@ def flat_ladder(ladder: list[RungSpec]) -> list[RungSpec]:
 
 
 def create_search(
-    paths: SessionPaths, problem: str, backend: str, seed: int, limits: dict,
+    paths: SessionPaths, problem: str, backend: str, seed: int, limits: dict, precision_policy: str,
     ladder: list[RungSpec] | None = None, replay_from: SessionPaths | None = None,
 ) -> None:  # fmt: skip
     """Write the session (every check that can fail happens here, before any budget is spent)."""
     create_session(
         paths, problem, backend, "replay" if replay_from else "offline", seed, limits,
         ladder=ladder, replay_from=str(replay_from.root.resolve()) if replay_from else None,
+        precision_policy=precision_policy,
     )  # fmt: skip
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from engine.cli import UsageError
-from engine.cli.sessions import search_progress
+from engine.cli.sessions import add_precision, search_progress
 
 DEFAULT_BUDGET = "5m"
 
@@ -19,7 +19,8 @@ def register(sub) -> None:
         help="benchmark the search against PyTorch eager and torch.compile",
         description="For each problem: a search within the budget, then PyTorch eager, "
         "torch.compile and the best kernel timed at every full size, in one process per problem. "
-        "Writes OUT/BACKEND.json and OUT/BACKEND.md.",
+        "Writes OUT/BACKEND.json and OUT/BACKEND.md; a later bench into the same OUT adds its "
+        "problems (each problem once per --precision).",
     )
     p.add_argument(
         "problems",
@@ -43,6 +44,7 @@ def register(sub) -> None:
         help="also run the flat search over the ladder's candidates for these",
     )
     p.add_argument("--seed", type=int, default=0)
+    add_precision(p)
     p.set_defaults(handler=run)
 
 
@@ -50,7 +52,7 @@ def command_line(args) -> str:
     """The invocation that reproduces this bench, for the report."""
     words = ["kernelbrain", "bench", *args.problems, "--budget-per-problem",
              args.budget_per_problem, "--backend", args.backend, "--seed", str(args.seed),
-             "--out", args.out]  # fmt: skip
+             "--precision", args.precision, "--out", args.out]  # fmt: skip
     if args.ablation:
         words += ["--ablation", *args.ablation]
     return shlex.join(words)
@@ -77,6 +79,7 @@ def run(args) -> int:
         seed=args.seed,
         out=Path(args.out),
         command=command_line(args),
+        precision_policy=args.precision,
     )
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_REJECTED, UsageError
+from engine.cli.sessions import add_precision
 from engine.gate import check_candidate
 from engine.problems import ProblemError, load_problem
 
@@ -19,6 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("problem", help="a built-in problem name or a KernelBench-format .py file")
     p.add_argument("candidate", help="the candidate .py file (defines ModelNew)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
+    add_precision(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -28,7 +30,7 @@ def run(args) -> int:
     if not path.is_file():
         raise UsageError(f"no candidate file {path}: give the path of a .py file")
     try:
-        problem = load_problem(args.problem)
+        problem = load_problem(args.problem, args.precision)
     except ProblemError as exc:
         raise UsageError(str(exc)) from exc
     if args.backend == "cuda":

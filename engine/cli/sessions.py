@@ -8,6 +8,7 @@ import sys
 import time
 
 from engine.cli import UsageError
+from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget, parse_budget_increase
 from engine.session.store import StoreError
 from engine.session_files import (
@@ -32,6 +33,17 @@ def add_sessions_dir(p) -> None:
     )
 
 
+def add_precision(p) -> None:
+    p.add_argument(
+        "--precision",
+        default="strict",
+        choices=PRECISION_POLICIES,
+        help="how fp32 inputs may be computed: strict (in fp32, the default) or tf32 (TF32 "
+        "tensor cores allowed; the PyTorch reference runs with TF32 enabled); fp16/bf16 inputs "
+        "are unaffected",
+    )
+
+
 def register(sub) -> None:
     p = sub.add_parser("run", help="start an optimization of a problem")
     p.add_argument("problem", help="built-in problem name or KernelBench .py file")
@@ -48,6 +60,7 @@ def register(sub) -> None:
     p.add_argument("--model", help="litellm model string, with --generator llm")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, with --generator llm")
     p.add_argument("--seed", type=int, default=0)
+    add_precision(p)
     p.add_argument("--headless", action="store_true", help="run in the foreground, no TUI")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_run)
@@ -142,6 +155,7 @@ def cmd_run(args) -> int:
             limits,
             model=args.model,
             api_base=args.api_base,
+            precision_policy=args.precision,
         )
     except (ProblemError, GeneratorError, StoreError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
@@ -274,6 +288,7 @@ def cmd_show(args) -> int:
         return 0
     print(progress_line(data))
     print(f"state: {data['state']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
+    print(f"precision policy: {data['precision_policy']}")
     for c in sorted(data["candidates"], key=lambda c: -(c["score"] or 0))[:20]:
         speed = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
         print(

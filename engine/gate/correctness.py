@@ -64,6 +64,14 @@ def as_list(out) -> list:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
+def reference_precision(policy: str) -> None:
+    """PyTorch's TF32 switches for the reference Model under the session's precision policy:
+    its defaults under strict (fp32 matmuls in fp32), TF32 for matmuls and convolutions under
+    tf32, so that a TF32 kernel is compared with eager at TF32."""
+    torch.backends.cuda.matmul.allow_tf32 = policy == "tf32"
+    torch.backends.cudnn.allow_tf32 = True  # convolutions: PyTorch's default already
+
+
 def make_inputs(problem_module, params: dict, seed: int, device: str) -> list:
     """The problem's inputs for one seed, generated directly on `device`."""
     torch.manual_seed(seed)

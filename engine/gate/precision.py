@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 
+from engine.gate.reasons import Rejection
+
 # From least to most precise: a candidate is as precise as its least precise part.
 PRECISION_ORDER = ("bf16", "fp16", "tf32", "tf32x3", "fp32")
 DTYPE_PRECISION = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp32"}
@@ -42,6 +44,19 @@ def infer_precision(source: str, input_dtype: str = "float32") -> str:
             if name == "dot" and found[0] == "fp32":
                 found.append(_dot_precision(node))
     return min(found, key=PRECISION_ORDER.index)
+
+
+def policy_rejection(policy: str, precision: str) -> Rejection | None:
+    """Why a kernel computing in `precision` breaks the session's precision policy, or None."""
+    if policy != "strict" or precision not in ("tf32", "tf32x3"):
+        return None
+    how = {"tf32": 'tl.dot without input_precision="ieee"',
+           "tf32x3": 'tl.dot with input_precision="tf32x3"'}[precision]  # fmt: skip
+    return Rejection(
+        "tf32_in_strict_session",
+        f"this kernel computes in {precision} ({how}); the session is strict fp32: use "
+        'input_precision="ieee", or run with --precision tf32',
+    )
 
 
 def problem_tolerance(spec, precision: str) -> float:

@@ -3,10 +3,13 @@
 Coarse round: every applicable strategy at its defaults. Mutations: first the moves that the
 parent's diagnosis calls for (another strategy that addresses its symptoms; smaller tiles for
 spills; more programs for too few waves), then random steps through the parent's parameter
-neighbourhood. Deterministic given the session's random state.
+neighbourhood. A strategy's `precision` parameter takes only the values that the session's
+precision policy allows. Deterministic given the session's random state.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import hints
 from engine.generate.base import (
@@ -22,6 +25,8 @@ from hints.base import Match, Strategy
 WANTS_MORE_PROGRAMS = {"few-waves", "under-utilised", "low-achieved-occupancy"}
 WANTS_SMALLER_TILES = {"register-spills", "occupancy-registers", "occupancy-shared"}
 NEIGHBOUR_TRIES = 24  # random neighbourhood draws per request before giving up
+# tl.dot input precisions on fp32 operands that each precision policy allows, the default first.
+POLICY_INPUT_PRECISIONS = {"strict": ("ieee",), "tf32": ("tf32", "tf32x3", "ieee")}
 
 
 class OfflineGenerator:
@@ -41,7 +46,7 @@ class OfflineGenerator:
 
     def strategies(self) -> list[tuple[Strategy, Match]]:
         return [
-            (s, match)
+            (within_policy(s, self.problem.precision_policy), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
@@ -124,6 +129,18 @@ class OfflineGenerator:
             if strategy.name == origin:
                 return strategy, match
         return None
+
+
+def within_policy(strategy: Strategy, policy: str) -> Strategy:
+    """The strategy with its `precision` parameter narrowed to what `policy` allows."""
+    allowed = POLICY_INPUT_PRECISIONS[policy]
+    params = tuple(
+        replace(p, values=tuple(v for v in p.values if v in allowed), default=allowed[0])
+        if p.name == "precision"
+        else p
+        for p in strategy.params
+    )
+    return replace(strategy, params=params)
 
 
 def step(params: dict, param, direction: int) -> dict | None:

@@ -19,6 +19,14 @@ MAX_SIBLING_SOURCES = 2  # slower siblings shown in full; the rest only by their
 MAX_FACT_CHARS = 40  # longer match facts are code snippets for templates, not for the model
 MAX_FACT_ITEMS = 4
 MAX_MESSAGE_CHARS = 400  # an error message longer than this is a traceback: keep its head
+# The output contract's line on the session's precision policy (engine.problems.PRECISION_POLICIES).
+PRECISION_CONTRACT = {
+    "strict": "- computes fp32 inputs in fp32, as this session's precision policy is strict: "
+    'every `tl.dot` on fp32 operands passes `input_precision="ieee"` (TF32 is rejected);',
+    "tf32": "- may run `tl.dot` on fp32 operands on TF32 tensor cores "
+    '(`input_precision="tf32"` or `"tf32x3"`), as this session\'s precision policy is tf32, '
+    "with its error within the problem's tf32 tolerance;",
+}
 
 SYSTEM_PROMPT = """\
 You are an expert GPU kernel engineer. You rewrite PyTorch reference modules as fast, correct \
@@ -242,6 +250,7 @@ def contract_section(problem: Problem) -> str:
             f"- never calls the PyTorch operators being replaced ({replaced}), neither through "
             "torch, Tensor methods nor torch.nn.functional;",
             "- imports nothing beyond torch, triton and math;",
+            PRECISION_CONTRACT[problem.precision_policy],
             "- is correct for every size above, including sizes that are not powers of two "
             "(mask loads and stores), and returns Model's output shapes and dtypes.",
         ]

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import torch
 
-from engine.problems.problem import TIERS, Problem, Size
+from engine.problems.problem import PRECISION_POLICIES, TIERS, Problem, Size
 from engine.problems.trace import trace_on_meta
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -116,7 +116,13 @@ def inspect_size(module: ModuleType, path: Path, size: Size):
     return calls, [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs]
 
 
-def load_problem(spec: str) -> Problem:
+def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
+    """The problem `spec` names, posed under the session's precision policy."""
+    if precision_policy not in PRECISION_POLICIES:
+        raise ProblemError(
+            f"unknown precision policy {precision_policy!r}: choose "
+            f"{' or '.join(PRECISION_POLICIES)}"
+        )
     path = resolve_path(spec)
     module = import_module_from(path, "problem")
     check_symbols(module, path)
@@ -136,4 +142,5 @@ def load_problem(spec: str) -> Problem:
         replaces=tuple(replaces),
         output_specs=output_specs,
         calls=calls,
+        precision_policy=precision_policy,
     )

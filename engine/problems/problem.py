@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TIERS = ("tiny", "small", "full")
+# How a session lets fp32 inputs be computed (fp16/bf16 inputs are not affected): "strict" in
+# fp32, against a reference in strict fp32; "tf32" on TF32 tensor cores too, against a reference
+# with TF32 enabled.
+PRECISION_POLICIES = ("strict", "tf32")
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Problem:
     output_specs: dict = field(default_factory=dict)
     # The reference's operator calls (trace.OpCall) per size label, for matching hint families.
     calls: dict = field(default_factory=dict)
+    # The session's precision policy, one of PRECISION_POLICIES: it travels with the problem to
+    # the generators, the gate and the bench's timing.
+    precision_policy: str = "strict"
 
     def tier(self, tier: str) -> list[Size]:
         return [s for s in self.sizes if s.tier == tier]

@@ -75,6 +75,7 @@ def snapshot(engine_like, all_rows: bool = False) -> dict:
         "engine_pid": meta.get("engine_pid"),
         "step": search.step,
         "seed": meta["seed"],
+        "precision_policy": meta["precision_policy"],
         "timings_meaningful": meta["backend"] != "cpu",
         "best": best_summary(engine_like),
         "budget": budget_summary(engine_like),

@@ -52,15 +52,17 @@ def create_session(
     api_base: str | None = None,
     ladder: list[RungSpec] | None = None,
     replay_from: str | None = None,
+    precision_policy: str = "strict",
 ) -> None:
     """Check everything that can fail before any budget is spent, then write the new session.
     `ladder` replaces the default ladder; generator "replay" replays the candidates of the
-    session folder `replay_from` (the bench's flat-versus-ladder ablation)."""
+    session folder `replay_from` (the bench's flat-versus-ladder ablation); `precision_policy`
+    is one of engine.problems.PRECISION_POLICIES, kept for the session's whole life."""
     from engine.backends import resolve_backend
     from engine.problems import load_problem
     from engine.search.rungs import default_ladder
 
-    problem = load_problem(problem_spec)
+    problem = load_problem(problem_spec, precision_policy)
     backend_name = resolve_backend(backend_name)
     meta = {
         "session": paths.name,
@@ -72,6 +74,7 @@ def create_session(
         "api_base": api_base,
         "replay_from": replay_from,
         "seed": seed,
+        "precision_policy": precision_policy,
         "limits": limits,
         "ladder": [asdict(r) for r in ladder or default_ladder(problem, backend_name)],
         "created_at": time.time(),
@@ -102,7 +105,7 @@ def resume_session(paths: SessionPaths) -> Engine:
     try:
         store = Store(paths.database)
         meta = store.meta()
-        problem = load_problem(meta["problem_path"])
+        problem = load_problem(meta["problem_path"], meta["precision_policy"])
         gen = make_generator(meta, problem)
         gen.preflight()
         meta["engine_pid"] = os.getpid()

@@ -14,6 +14,8 @@ from engine.search.population import Candidate
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
+# Meta keys added since, with the value that a session made before them reads as.
+META_DEFAULTS = {"precision_policy": "strict"}
 COMMAND_COLUMNS = (
     "id",
     "command",
@@ -106,9 +108,8 @@ class Store:
 
     # reads
     def meta(self) -> dict:
-        return {
-            k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta").fetchall()
-        }
+        rows = self.db.execute("SELECT key, value FROM meta").fetchall()
+        return {**META_DEFAULTS, **{k: json.loads(v) for k, v in rows}}
 
     def state(self) -> dict:
         return {

@@ -12,8 +12,14 @@ from pathlib import Path
 
 import torch
 
-from engine.gate.correctness import CandidateRejected, build_models, check_outputs, make_inputs
-from engine.gate.precision import infer_precision, join_precisions
+from engine.gate.correctness import (
+    CandidateRejected,
+    build_models,
+    check_outputs,
+    make_inputs,
+    reference_precision,
+)
+from engine.gate.precision import infer_precision, join_precisions, policy_rejection
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
 from engine.timing.bench import make_timer, time_pair
@@ -63,9 +69,14 @@ class Evaluation:
         return problem, candidate
 
     def precision(self, inputs: list) -> str:
+        """The precision the candidate computes `inputs` in; rejected when the policy forbids it."""
         floats = [x.dtype for x in inputs if torch.is_tensor(x) and x.is_floating_point()]
         name = str(floats[0]).removeprefix("torch.") if floats else "float32"
-        return infer_precision(self.request["source"], name)
+        precision = infer_precision(self.request["source"], name)
+        rejection = policy_rejection(self.request["precision_policy"], precision)
+        if rejection:
+            raise CandidateRejected(rejection.reason, rejection.message)
+        return precision
 
     def check(self, problem, candidate, size: dict) -> None:
         fingerprints = []
@@ -122,6 +133,7 @@ class Evaluation:
         return {"cand": cand, "ref": ref}
 
     def run(self) -> dict:
+        reference_precision(self.request["precision_policy"])
         problem, candidate = self.load()
         sizes = self.request["sizes"]
         if self.request["check_seeds"]:

@@ -626,9 +626,10 @@ def resident_per_sm(x, args, meta, wanted):
         props = torch.cuda.get_device_properties(x.device)
         driver = triton.runtime.driver.active.utils.get_device_properties(x.device.index)
         threads = 32 * meta["num_warps"]
+        registers = -(-kernel.n_regs // 8) * 8  # allocated 256 a warp
         limits = (
-            props.regs_per_multiprocessor // max(1, kernel.n_regs * threads),
-            driver["max_shared_mem"] // max(1, kernel.metadata.shared),
+            props.regs_per_multiprocessor // (registers * threads),
+            driver["max_shared_mem"] // (kernel.metadata.shared + 1024),  # 1 KiB a block reserved
             props.max_threads_per_multi_processor // threads,
         )
         RESIDENT[key] = max(1, min(wanted, *limits))
@@ -815,7 +816,8 @@ STRATEGIES = (
         ),
         template=HEADER + RESIDENT_KERNEL + RESIDENT_OCCUPANCY + MODEL + RESIDENT_LAUNCH,
         params=(
-            Param("CHUNK", (2048, 4096, 8192, 16384, 32768), 16384, tile=True),
+            # 32768 spills at 16 warps (compiled for sm_90): not offered.
+            Param("CHUNK", (2048, 4096, 8192, 16384), 16384, tile=True),
             Param("PROGRAMS_PER_SM", (1, 2, 4), 1),
             Param("num_warps", WARPS, 16),
         ),

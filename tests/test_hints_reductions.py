@@ -2,13 +2,11 @@
 on the CPU interpreter for the built-in problems and for unseen KernelBench files."""
 
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
-import triton
 from hints_checks import UNSEEN, candidate_error, problem, strategy
+from sm90 import compile_for_sm90
 
 from engine.problems import builtin_names
 from engine.problems.loader import import_module_from
@@ -132,37 +130,22 @@ def test_layernorm_uses_the_models_own_affine_parameters(name, tmp_path):
 
 def test_resident_split_compiles_for_the_h200_with_its_barrier(tmp_path):
     """The interpreter runs a row as one program; the GPU path (a row over co-resident programs
-    meeting at an atomic counter) is compiled here ahead of time for sm_90 with Triton's own
-    ptxas: one program fits an SM without spills, and the barrier is a release/acquire pair."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+    meeting at an atomic counter) is compiled here ahead of time for sm_90: one program fits an
+    SM without spills, and the barrier is a release/acquire pair."""
     path = tmp_path / "candidate.py"
     path.write_text(
         strategy(FAMILY, "reduction.resident_split").render(FAMILY.match(problem("softmax")))
     )
-    # Under TRITON_INTERPRET the module holds an interpreted function: compile its Python source.
-    kernel = triton.JITFunction(import_module_from(path, "candidate").resident_kernel.fn)
     pointers = dict.fromkeys(("x_ptr", "out_ptr", "w_ptr", "b_ptr", "ws_ptr"), "*fp32")
     scalars = dict.fromkeys(("outer", "R", "CHUNK", "SPLITS"), "i32")
     constants = {"BLOCK": 16384, "SPLITS_P2": 32, "HAS_WEIGHT": False, "HAS_BIAS": False}
     signature = {**pointers, "arrived_ptr": "*i32", **scalars, "eps": "fp32",
                  **dict.fromkeys(constants, "constexpr")}  # fmt: skip
-    compiled = triton.compile(
-        ASTSource(kernel, signature, constants),
-        target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": 16},  # the strategy's defaults: 16384 values over 512 threads
-    )
-    ptx = compiled.asm["ptx"]
+    # The strategy's defaults: 16384 values over 16 warps.
+    ptx, usage = compile_for_sm90(path, "resident_kernel", signature, constants, num_warps=16)
     assert "atom.global.gpu.acq_rel.add" in ptx  # arrival, releasing the stored partials
     assert "ld.global.gpu.acquire" in ptx  # the wait: the siblings' partials are visible after it
     assert "ld.global.cg" in ptx  # partials read past the (incoherent) L1
-    cubin = tmp_path / "kernel.cubin"
-    cubin.write_bytes(compiled.asm["cubin"])
-    usage = subprocess.run(
-        [str(Path(triton.__file__).parent / "backends/nvidia/bin/cuobjdump"), "-res-usage", cubin],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
     registers = int(re.search(r"REG:(\d+)", usage).group(1))
     stack = int(re.search(r"STACK:(\d+)", usage).group(1))
     assert stack <= 64, usage  # spills land in the stack frame: a few bytes at most

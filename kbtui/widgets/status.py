@@ -33,6 +33,8 @@ def status_content(
             f" · step {snapshot.get('step', 0)} · ",
             (best_text, "$text-accent"),
         )
+        if snapshot.get("precision_policy") == "tf32":
+            head += Content.assemble((" · TF32 allowed", "$text-warning"))
         if snapshot.get("timings_meaningful") is False:
             head += Content.assemble((" · timings not meaningful", "$text-warning"))
     lines = [head]

@@ -8,8 +8,9 @@ import json
 import pytest
 from live_engine import command_record
 from pilot_helpers import ENGINE_TIMEOUT_S, select, settle, wait_until
+from sim_session import engine_cli
 
-from engine.session_files import read_events, read_snapshot
+from engine.session_files import SessionPaths, read_events, read_snapshot
 from kbtui.app import KernelBrainApp
 from kbtui.widgets.queue import QueueTable
 from kbtui.widgets.status import SessionStatus
@@ -160,3 +161,19 @@ async def test_r_resumes_a_finished_session(session):
         await wait_until(pilot, resumed_and_finished, ENGINE_TIMEOUT_S)
         await wait_until(pilot, lambda: app.engine_is_running is False)
         assert "engine not running" in status_text(app)
+
+
+async def test_status_line_says_when_the_session_allows_tf32(tmp_path):
+    """A strict session (the default) is not marked; a tf32 one says so on the status line."""
+    lines = {}
+    for policy in ("strict", "tf32"):
+        engine_cli(
+            "run", "linear_relu_div", "--backend", "sim", "--headless", "--budget", "3evals",
+            "--precision", policy, "--session", policy, sessions_dir=tmp_path,
+        )  # fmt: skip
+        app = KernelBrainApp(SessionPaths(tmp_path / policy), poll_seconds=FAST_POLL)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await settle(pilot)
+            lines[policy] = status_text(app)
+    assert "TF32 allowed" in lines["tf32"]
+    assert "TF32" not in lines["strict"]

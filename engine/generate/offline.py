@@ -35,6 +35,13 @@ class OfflineGenerator:
     def __init__(self, problem):
         self.problem = problem
         self.matches = hints.match_problem(problem)
+        # Every applicable strategy, its precision narrowed to the session's policy.
+        self.applicable = [
+            (within_policy(s, problem.precision_policy), match)
+            for family, match in self.matches
+            for s in family.strategies
+            if s.applies_to(match)
+        ]
 
     def preflight(self) -> None:
         if not self.matches:
@@ -44,18 +51,10 @@ class OfflineGenerator:
                 "use an LLM instead: --generator llm --model MODEL"
             )
 
-    def strategies(self) -> list[tuple[Strategy, Match]]:
-        return [
-            (within_policy(s, self.problem.precision_policy), match)
-            for family, match in self.matches
-            for s in family.strategies
-            if s.applies_to(match)
-        ]
-
     def propose(self, request: GenerationRequest) -> GenerationOutcome:
         outcome = GenerationOutcome()
         seen = set(request.known_sha256)
-        wanted = request.count or len(self.strategies())
+        wanted = request.count or len(self.applicable)
         for strategy, match, params, note in self.moves(request):
             if len(outcome.proposals) >= wanted:
                 break
@@ -75,13 +74,13 @@ class OfflineGenerator:
     def moves(self, request: GenerationRequest):
         """Candidate moves in order of preference: (strategy, match, params, note)."""
         if request.kind == "coarse" or request.parent is None:
-            for strategy, match in self.strategies():
+            for strategy, match in self.applicable:
                 yield strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"
             return
         parent = request.parent
         tags = set((parent.diagnosis or {}).get("tags", []))
         own = self.find(parent.origin)
-        for strategy, match in self.strategies():
+        for strategy, match in self.applicable:
             if strategy.name != parent.origin and tags & set(strategy.addresses):
                 why = ", ".join(sorted(tags & set(strategy.addresses)))
                 yield (
@@ -125,7 +124,7 @@ class OfflineGenerator:
                 yield strategy, match, params, f"neighbour of {parent.id}: {changed}"
 
     def find(self, origin: str) -> tuple[Strategy, Match] | None:
-        for strategy, match in self.strategies():
+        for strategy, match in self.applicable:
             if strategy.name == origin:
                 return strategy, match
         return None

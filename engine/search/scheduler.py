@@ -27,28 +27,26 @@ class RungIndex:
     and kept sorted as results arrive, so a step costs O(log n) here rather than a sort."""
 
     def __init__(self, population: list[Candidate]):
-        self.keys: dict[int, list[tuple]] = {}
         self.items: dict[int, list[Candidate]] = {}
         for c in population:
             if not c.vetoed:
                 for rung in c.results:
                     self.add(c, rung)
 
+    @staticmethod
+    def rank(rung: int):
+        return lambda c: (-c.results[rung].score, c.seq)
+
     def add(self, c: Candidate, rung: int) -> None:
-        key = (-c.results[rung].score, c.seq)
-        keys = self.keys.setdefault(rung, [])
-        at = bisect.bisect_left(keys, key)
-        keys.insert(at, key)
-        self.items.setdefault(rung, []).insert(at, c)
+        items = self.items.setdefault(rung, [])
+        items.insert(bisect.bisect_left(items, self.rank(rung)(c), key=self.rank(rung)), c)
 
     def remove(self, c: Candidate) -> None:
         for rung in c.results:
-            key = (-c.results[rung].score, c.seq)
-            keys = self.keys.get(rung, [])
-            at = bisect.bisect_left(keys, key)
-            if at < len(keys) and keys[at] == key:
-                del keys[at]
-                del self.items[rung][at]
+            items = self.items.get(rung, [])
+            at = bisect.bisect_left(items, self.rank(rung)(c), key=self.rank(rung))
+            if at < len(items) and items[at] is c:
+                del items[at]
 
     def measured(self, rung: int) -> list[Candidate]:
         return self.items.get(rung, [])
@@ -64,15 +62,16 @@ def first_in_rank(by_score: list[Candidate], rung: int) -> Candidate:
         if c.results[rung].high < leader.low:
             break
         ties.append(c)
-    return min(ties, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
+    return min(ties, key=less_measured(rung))
 
 
 def waiting(c: Candidate, rung: int) -> bool:
     return c.status == "alive" and c.rung == rung
 
 
-def less_measured_first(run: list[Candidate], rung: int) -> list[Candidate]:
-    return sorted(run, key=lambda x: (x.results[rung].samples, -x.results[rung].score, x.seq))
+def less_measured(rung: int):
+    """Order of near-ties: fewer samples at the rung first, then the better score, the older."""
+    return lambda c: (c.results[rung].samples, -c.results[rung].score, c.seq)
 
 
 def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], list[Candidate]]:
@@ -90,15 +89,14 @@ def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], l
     last = k
     while last < len(by_score) and by_score[last].results[rung].high >= cutoff.low:
         last += 1
-    return by_score[:first], less_measured_first(by_score[first:last], rung)[: k - first]
+    return by_score[:first], sorted(by_score[first:last], key=less_measured(rung))[: k - first]
 
 
 def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     """Waiting candidates among the best 1/eta of the rung, best score first."""
     leading, straddling = top_members(index, rung, quota(len(index.measured(rung)), eta))
-    by_score = lambda c: (-c.results[rung].score, c.seq)  # noqa: E731
     return [c for c in leading if waiting(c, rung)] + sorted(
-        (c for c in straddling if waiting(c, rung)), key=by_score
+        (c for c in straddling if waiting(c, rung)), key=RungIndex.rank(rung)
     )
 
 

@@ -44,6 +44,7 @@ class Evaluation:
         self.launched = False
         self.errors: list[tuple[float, float]] = []
         self.precisions: list[str] = []
+        self.precision_by_dtype: dict[str, str] = {}
         digest = hashlib.sha256(request["source"].encode()).hexdigest()[:16]
         self.candidate_file = os.path.join(candidate_dir, f"candidate_{digest}.py")
 
@@ -69,14 +70,17 @@ class Evaluation:
         return problem, candidate
 
     def precision(self, inputs: list) -> str:
-        """The precision the candidate computes `inputs` in; rejected when the policy forbids it."""
+        """The precision the candidate computes `inputs` in (read from its source once per input
+        dtype); rejected when the policy forbids it."""
         floats = [x.dtype for x in inputs if torch.is_tensor(x) and x.is_floating_point()]
         name = str(floats[0]).removeprefix("torch.") if floats else "float32"
-        precision = infer_precision(self.request["source"], name)
-        rejection = policy_rejection(self.request["precision_policy"], precision)
-        if rejection:
-            raise CandidateRejected(rejection.reason, rejection.message)
-        return precision
+        if name not in self.precision_by_dtype:
+            precision = infer_precision(self.request["source"], name)
+            rejection = policy_rejection(self.request["precision_policy"], precision)
+            if rejection:
+                raise CandidateRejected(rejection.reason, rejection.message)
+            self.precision_by_dtype[name] = precision
+        return self.precision_by_dtype[name]
 
     def check(self, problem, candidate, size: dict) -> None:
         fingerprints = []

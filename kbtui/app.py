@@ -16,7 +16,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from engine.session_files import ExportError, SessionPaths, send_command, start_detached_engine
 from kbtui.actions import PANES, USER_ACTIONS, key_bindings
-from kbtui.messages import EngineStatusChanged, EventsAppended, SelectionLoaded, SnapshotPublished
+from kbtui.messages import SessionChanged
 from kbtui.operations import export_candidate
 from kbtui.pending import Acknowledgement, PendingCommands
 from kbtui.poller import DIFF_TARGETS, Selection, SessionPoller
@@ -54,7 +54,8 @@ class KernelBrainApp(App[None]):
         self.selection: Selection | None = None
         self.diff_target = DIFF_TARGETS[0]
         self.selected_id: str | None = None
-        self._wake = threading.Event()
+        self._wake = threading.Event()  # look now: the selection changed, or the app closes
+        self._drawn = threading.Event()  # the app has drawn the last SessionChanged
 
     def compose(self) -> ComposeResult:
         yield SessionStatus(id="status")
@@ -81,6 +82,7 @@ class KernelBrainApp(App[None]):
     def on_unmount(self) -> None:
         self.workers.cancel_group(self, "watcher")
         self._wake.set()
+        self._drawn.set()
 
     # The watcher: all file I/O happens here, on a thread that never touches a widget.
 
@@ -89,14 +91,11 @@ class KernelBrainApp(App[None]):
         worker = get_current_worker()
         while not worker.is_cancelled:
             changes = self.poller.poll(self.selected_id)
-            if changes.snapshot is not None:
-                self.post_message(SnapshotPublished(changes.snapshot))
-            if changes.events:
-                self.post_message(EventsAppended(changes.events))
-            if changes.running is not None:
-                self.post_message(EngineStatusChanged(changes.running))
-            if changes.selection is not None:
-                self.post_message(SelectionLoaded(changes.selection))
+            if changes:
+                self._drawn.clear()
+                self.post_message(SessionChanged(changes))
+                while not (self._drawn.wait(self.poll_seconds) or worker.is_cancelled):
+                    pass  # one message in flight: what changes meanwhile comes in the next
             self._wake.wait(self.poll_seconds)
             self._wake.clear()
 
@@ -108,28 +107,35 @@ class KernelBrainApp(App[None]):
                 timeout=30,
             )
 
-    # Handlers: each updates the widgets its news concerns, in place.
+    # Drawing the news: each part updates the widgets it concerns, in place.
 
-    def on_snapshot_published(self, message: SnapshotPublished) -> None:
-        self.snapshot = message.snapshot
+    def on_session_changed(self, message: SessionChanged) -> None:
+        changes = message.changes
+        try:
+            if changes.snapshot is not None:
+                self._show_snapshot(changes.snapshot)
+            if changes.events:
+                self.query_one(EventLog).append(changes.events)
+                self._settle(self.pending.acknowledge(events=changes.events))
+            if changes.running is not None:
+                self.engine_is_running = changes.running
+                self._show_status()
+                self.refresh_bindings()
+            if changes.selection is not None:
+                self._show_selection(changes.selection)
+        finally:
+            self._drawn.set()
+
+    def _show_snapshot(self, snapshot: dict) -> None:
+        self.snapshot = snapshot
         queue = self.query_one(QueueTable)
-        total = self.snapshot.get("candidates_total", len(self.snapshot.get("candidates", [])))
-        queue.show(self.snapshot.get("candidates") or [], total, self.pending)
-        self.query_one(BudgetPane).show(self.snapshot)
-        self._settle(self.pending.acknowledge(applied=self.snapshot.get("commands")))
+        total = snapshot.get("candidates_total", len(snapshot.get("candidates", [])))
+        queue.show(snapshot.get("candidates") or [], total, self.pending)
+        self.query_one(BudgetPane).show(snapshot)
+        self._settle(self.pending.acknowledge(applied=snapshot.get("commands")))
         self._show_status()
 
-    def on_events_appended(self, message: EventsAppended) -> None:
-        self.query_one(EventLog).append(message.events)
-        self._settle(self.pending.acknowledge(events=message.events))
-
-    def on_engine_status_changed(self, message: EngineStatusChanged) -> None:
-        self.engine_is_running = message.running
-        self._show_status()
-        self.refresh_bindings()
-
-    def on_selection_loaded(self, message: SelectionLoaded) -> None:
-        selection = message.selection
+    def _show_selection(self, selection: Selection) -> None:
         if selection.candidate_id != self.selected_id:
             return
         self.selection = selection

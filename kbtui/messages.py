@@ -1,45 +1,18 @@
-"""Messages the watcher thread posts to the app, named for what happened.
+"""The one message the watcher thread posts to the app: what changed in the session folder.
 
-Snapshot, status and selection messages override `can_replace`: when the UI falls behind (a
-slow SSH link), a newer one replaces an older one still queued, so only the latest is drawn."""
+At most one is ever queued: the watcher waits until the app has drawn it before it looks again.
+When drawing falls behind (a slow SSH link), the next look gathers everything that changed
+meanwhile into one message (the newest snapshot, every new event line, the newest selection)
+instead of a backlog of states that are already out of date."""
 
 from __future__ import annotations
 
 from textual.message import Message
 
-from kbtui.poller import Selection
+from kbtui.poller import SessionChanges
 
 
-class SnapshotPublished(Message):
-    def __init__(self, snapshot: dict) -> None:
+class SessionChanged(Message):
+    def __init__(self, changes: SessionChanges) -> None:
         super().__init__()
-        self.snapshot = snapshot
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SnapshotPublished)
-
-
-class EventsAppended(Message):
-    """New lines of events.jsonl; never replaced, so no event is lost."""
-
-    def __init__(self, events: list[dict]) -> None:
-        super().__init__()
-        self.events = events
-
-
-class EngineStatusChanged(Message):
-    def __init__(self, running: bool) -> None:
-        super().__init__()
-        self.running = running
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, EngineStatusChanged)
-
-
-class SelectionLoaded(Message):
-    def __init__(self, selection: Selection) -> None:
-        super().__init__()
-        self.selection = selection
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, SelectionLoaded)
+        self.changes = changes

@@ -49,6 +49,11 @@ class SessionChanges:
     running: bool | None = None
     selection: Selection | None = None
 
+    def __bool__(self) -> bool:
+        """Whether there is any news."""
+        news = (self.snapshot, self.running, self.selection)
+        return bool(self.events) or any(item is not None for item in news)
+
 
 class SessionPoller:
     """Rereads a session file only when its signature changed since the previous poll."""

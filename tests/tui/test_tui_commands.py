@@ -4,14 +4,18 @@ engine acknowledged, and `r` resumes a finished session."""
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 from live_engine import command_record
 from pilot_helpers import ENGINE_TIMEOUT_S, select, settle, wait_until
 from sim_session import engine_cli
 
-from engine.session_files import SessionPaths, read_events, read_snapshot
+import kbtui.app
+from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
 from kbtui.app import KernelBrainApp
+from kbtui.messages import SessionChanged
 from kbtui.widgets.queue import QueueTable
 from kbtui.widgets.status import SessionStatus
 
@@ -177,3 +181,41 @@ async def test_status_line_says_when_the_session_allows_tf32(tmp_path):
             lines[policy] = status_text(app)
     assert "TF32 allowed" in lines["tf32"]
     assert "TF32" not in lines["strict"]
+
+
+async def test_a_slow_ui_draws_the_newest_state_and_loses_no_event(live_engine):
+    """When drawing is slower than the engine (a slow SSH link), each drawing takes in all that
+    changed since the previous one: the newest snapshot and every new event line, exactly once,
+    instead of a backlog of out-of-date states."""
+    paths = live_engine.paths
+    drawn_steps, delivered_seqs, waits = [], [], []
+
+    class SlowApp(KernelBrainApp):  # Textual calls this and the app's own handler
+        CSS_PATH = Path(kbtui.app.__file__).with_name(KernelBrainApp.CSS_PATH)
+
+        def on_session_changed(self, message: SessionChanged) -> None:
+            waits.append(time.monotonic() - message.time)  # Textual stamps it when posted
+            time.sleep(0.2)
+            if message.changes.snapshot is not None:
+                drawn_steps.append(message.changes.snapshot["step"])
+            delivered_seqs.extend(e["seq"] for e in message.changes.events)
+
+    app = SlowApp(paths, poll_seconds=FAST_POLL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        first_step = app.snapshot["step"]
+        send_command(paths, "unpause")
+        await pilot.pause(2.0)
+        pause = send_command(paths, "pause")
+        await wait_until(pilot, lambda: command_record(paths, pause["id"]), ENGINE_TIMEOUT_S)
+        final = read_snapshot(paths)
+        await wait_until(pilot, lambda: app.snapshot["step"] == final["step"], ENGINE_TIMEOUT_S)
+        await wait_until(
+            pilot, lambda: len(delivered_seqs) == len(read_events(paths)), ENGINE_TIMEOUT_S
+        )
+    steps_taken = final["step"] - first_step
+    drawings = len([s for s in drawn_steps if s > first_step])
+    assert drawings < steps_taken, f"{drawings} drawings for {steps_taken} engine steps"
+    # News waits for at most the drawing in progress, never behind a queue of stale news.
+    assert max(waits) < 1.0, f"news waited up to {max(waits):.1f} s to be drawn"
+    assert delivered_seqs == [e["seq"] for e in read_events(paths)]

@@ -28,7 +28,7 @@ class LocalBackend:
 
     def __init__(
         self, device: str = "cuda", gpu: int = 0, timeouts: Timeouts | None = None,
-        isolate_network: bool = True, profile_timeout_s: float = 300.0,
+        profile_timeout_s: float = 300.0,
     ):  # fmt: skip
         if device not in ("cuda", "cpu"):
             raise ValueError(f"LocalBackend runs on 'cuda' or 'cpu', not {device!r}")
@@ -40,12 +40,11 @@ class LocalBackend:
         self.profile_seconds = 15.0 if device == "cuda" else 0.0
         self.profile_timeout_s = profile_timeout_s
         timeouts = timeouts or Timeouts()
-        self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts,
-                                          isolate_network)  # fmt: skip
+        self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
         # On cuda a second worker compiles and checks while the first one times; on cpu there is
         # one worker (two cores, and timings there mean nothing).
         self.check_worker = (
-            WorkerClient(device, gpu, timeouts, isolate_network) if device == "cuda"
+            WorkerClient(device, gpu, timeouts) if device == "cuda"
             else self.timing_worker
         )  # fmt: skip
 

@@ -9,13 +9,14 @@ import os
 import random
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass, field
 
 from engine.backends.sim import SimBackend, reference_ms
 from engine.bench import BenchError
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import Problem
-from engine.worker.sandbox import worker_command, worker_environment
+from engine.worker.sandbox import worker_environment
 
 # Timing at each size: warm-up calls and repetitions per contender, input sets in rotation. The
 # interpreter on cpu is slow and its timings mean nothing, so it does the least that runs.
@@ -48,7 +49,7 @@ class SizeTimes:
 
 def _run(request: dict, device: str, timeout_s: float) -> tuple[list[dict], str | None]:
     """The JSON lines a timing process sent, and why it ended early (None when it finished)."""
-    command = worker_command(isolate_network=True, module="engine.bench.contenders")
+    command = [sys.executable, "-m", "engine.bench.contenders"]
     proc = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=worker_environment(device), start_new_session=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from engine.backends import resolve_backend
-from engine.worker.sandbox import NETNS_SWITCH, is_credential, worker_command
+from engine.worker.sandbox import is_credential, isolation
 
 
 def register(subparsers) -> None:
@@ -35,15 +35,9 @@ def run(args) -> int:
         ("triton", triton.__version__),
         ("ncu", ncu_line() if cuda else "not checked (no GPU)"),
         ("backend auto", resolve_backend("auto")),
-        (
-            "worker network",
-            "own network namespace (unshare --net --map-root-user)"
-            if worker_command(isolate_network=True)[0] == "unshare"
-            else f"shared with the engine (no user namespaces, or {NETNS_SWITCH}=0); sockets "
-            "blocked by an audit hook",
-        ),
-        ("worker sandbox", "audit hook blocks processes, ctypes and file writes from candidates"),
-        ("worker env", "API keys, tokens and provider variables removed"),
+        ("candidate sandbox", isolation().detail),
+        ("runner env", "nothing of the engine's environment (no keys, tokens or provider "
+                       "variables); only the GPU choice"),
         ("keys set", ", ".join(sorted(k for k in os.environ if is_credential(k))) or "none"),
     ]
     width = max(len(k) for k, _ in rows)

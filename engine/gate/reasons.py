@@ -25,8 +25,9 @@ REASONS = {
     "stale_output": "the output is stale: right at first, wrong after timing or on later calls",
     "bad_output_type": "forward returned something other than tensors of the reference's dtype",
     "wrong_shape": "the output's shape differs from the reference's",
-    "tf32_in_strict_session": "it computes fp32 inputs in TF32 (tf32 or tf32x3), and the session's "
-    "precision policy is strict fp32",
+    "torch_compute": "forward computes with torch operators instead of Triton kernels",
+    "timing_tampered": "the runner's timings disagree with the judge's own clock beyond noise",
+    "protocol_violation": "the runner sent something that is not a valid reply",
 }
 
 

@@ -1,7 +1,9 @@
-"""`python -m engine.worker`: evaluate candidates, one JSON request per line on stdin.
+"""`python -m engine.worker`: the judge. One JSON request per line on stdin, one result per line.
 
-The protocol travels on a private copy of the original stdout; fd 1 then points at stderr, so
-whatever a candidate prints cannot corrupt it.
+The judge never runs candidate code: each request gets a fresh sandboxed runner (engine.runner)
+from a pool that keeps the next one starting while this one works. The protocol travels on a
+private copy of the original stdout; fd 1 then points at stderr. The judge, and with it every
+runner, ends when the engine does, however the engine ends.
 """
 
 from __future__ import annotations
@@ -9,10 +11,48 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
+import threading
+import time
 
-from engine.worker.runner import evaluate
-from engine.worker.sandbox import install_audit_hook, network_interfaces
+from engine.worker.judge import evaluate
+from engine.worker.runner_process import RunnerProcess
+from engine.worker.sandbox import isolation
+
+PARENT_POLL_S = 0.5
+
+
+class RunnerPool:
+    """One runner per candidate; the next is started as soon as one is taken, so that its
+    seconds of importing torch overlap the evaluation in progress."""
+
+    def __init__(self):
+        self.spare: RunnerProcess | None = None
+
+    def take(self, device: str) -> RunnerProcess:
+        runner = self.spare
+        if runner is None or runner.device != device or runner.proc.poll() is not None:
+            if runner is not None:
+                runner.close()
+            runner = RunnerProcess(device)
+        self.spare = RunnerProcess(device)
+        return runner
+
+    def close(self) -> None:
+        if self.spare is not None:
+            self.spare.close()
+
+
+def exit_with_parent(pool: RunnerPool) -> None:
+    """End the judge (and so its runners) once the engine that started it is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        pool.close()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def main() -> int:
@@ -24,20 +64,22 @@ def main() -> int:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
-    candidate_dir = tempfile.mkdtemp(prefix="kb-candidates-")
-    interfaces = network_interfaces()
-    violations: list[str] = []
-    install_audit_hook(candidate_dir, violations)
-    send({"event": "ready", "pid": os.getpid(), "interfaces": interfaces, "audit_hook": True})
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        result = evaluate(request, lambda phase: send({"event": "phase", "phase": phase}),
-                          candidate_dir)  # fmt: skip
-        send({"event": "result", "result": result})
-        if result["fatal"]:
-            return 3  # the CUDA context is unusable: let the engine start a fresh worker
+    pool = RunnerPool()
+    exit_with_parent(pool)
+    box = isolation()
+    send({"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed,
+          "isolation": box.detail})  # fmt: skip
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            runner = pool.take(request["device"])
+            result = evaluate(request, lambda phase: send({"event": "phase", "phase": phase}),
+                              runner)  # fmt: skip
+            send({"event": "result", "result": result})
+    finally:
+        pool.close()
     return 0
 
 

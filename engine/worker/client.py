@@ -1,5 +1,6 @@
-"""The engine's side of a worker: start it, send a request, hold each phase to a hard deadline,
-and turn a hang, a crash or a dead CUDA context into a rejection and a restarted worker."""
+"""The engine's side of the judge process (`python -m engine.worker`): start it, send a request,
+hold each phase to a hard deadline (a backstop: the judge holds its runners to the same ones),
+and turn a hang or a crash into a rejection and a restarted judge."""
 
 from __future__ import annotations
 
@@ -9,15 +10,19 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
-from engine.worker.sandbox import worker_command, worker_environment
+from engine.worker.sandbox import worker_environment
 
 # What each phase the worker announces is counted as in the budget ledger.
 PHASE_ACTIVITY = {"compile": "compile", "run": "check", "time": "time"}
 STDERR_TAIL_LINES = 40
+# The engine's deadline for a phase exceeds the judge's own by this much, so that the judge,
+# which kills only the runner, is the one that normally acts.
+BACKSTOP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +37,9 @@ class Timeouts:
     def for_phase(self, phase: str) -> float:
         return {"compile": self.compile_s, "run": self.run_s, "time": self.time_s}[phase]
 
+    def for_judge(self) -> dict:
+        return {"compile": self.compile_s, "run": self.run_s, "time": self.time_s}
+
 
 def _failure(reason: str, message: str) -> dict:
     return {
@@ -43,14 +51,11 @@ def _failure(reason: str, message: str) -> dict:
 class WorkerClient:
     """One worker subprocess on one device; `run` never raises for a bad candidate."""
 
-    def __init__(
-        self, device: str = "cpu", gpu: int | None = None, timeouts: Timeouts | None = None,
-        isolate_network: bool = True,
-    ):  # fmt: skip
+    def __init__(self, device: str = "cpu", gpu: int | None = None,
+                 timeouts: Timeouts | None = None):  # fmt: skip
         self.device = device
         self.gpu = gpu
         self.timeouts = timeouts or Timeouts()
-        self.isolate_network = isolate_network
         self.proc: subprocess.Popen | None = None
         self.isolation: dict = {}
         self.starts = 0  # worker processes started: every one after the first is a restart
@@ -65,7 +70,7 @@ class WorkerClient:
         env = worker_environment(self.device)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        command = worker_command(self.isolate_network)
+        command = [sys.executable, "-m", "engine.worker"]
         self.starts += 1
         self.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -79,13 +84,7 @@ class WorkerClient:
         if message is None or message.get("event") != "ready":
             self._kill()
             return "the worker did not start: " + (self._stderr_tail() or "no output")
-        self.isolation = {
-            "network": "namespace (loopback only)"
-            if message["interfaces"] in ([], ["lo"])
-            else "not isolated (no user/network namespace here); audit hook blocks sockets",
-            "audit_hook": message["audit_hook"],
-            "command": " ".join(command[:3]) if command[0] == "unshare" else "python",
-        }
+        self.isolation = {"sandboxed": message["sandboxed"], "detail": message["isolation"]}
         return None
 
     def _read_stdout(self, proc) -> None:
@@ -155,7 +154,8 @@ class WorkerClient:
                 return {**_failure("crash", problem), "gpu_seconds": {}}
         self._stderr.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
-        deadline = since + self.timeouts.for_phase(phase)
+        deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S
+        request = {**request, "deadlines": self.timeouts.for_judge()}
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -174,7 +174,7 @@ class WorkerClient:
                 result = _failure(
                     "timeout",
                     f"{what} took longer than its {limit:g} s deadline (endless loop or a kernel "
-                    "that never finishes?); the worker was killed and will be restarted",
+                    "that never finishes?); the judge was killed and will be restarted",
                 )
                 return {**result, "gpu_seconds": dict(gpu_seconds)}
             if message is None:
@@ -183,7 +183,7 @@ class WorkerClient:
                 return {**result, "gpu_seconds": dict(gpu_seconds)}
             if message.get("event") == "phase":
                 phase = message["phase"]
-                deadline = now + self.timeouts.for_phase(phase)
+                deadline = now + self.timeouts.for_phase(phase) + BACKSTOP_S
             elif message.get("event") == "result":
                 result = message["result"]
                 if result["fatal"]:

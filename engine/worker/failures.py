@@ -1,64 +1,64 @@
-"""Turn whatever a candidate raised into a rejection code and a message a person can act on."""
+"""Turn what a runner reported (an error description, a death, a hang) into a rejection code and
+a message a person can act on. Every text that came from the runner is sanitised here: it is the
+candidate's to write, and it travels into sessions, events and LLM prompts."""
 
 from __future__ import annotations
 
-import traceback
+import re
 
-from engine.gate.correctness import CandidateRejected
-from engine.worker.sandbox import SandboxViolation
-
-# Messages are cut to this many characters: enough for Triton's error with its source excerpt.
+# Characters of a message: enough for Triton's error with its source excerpt.
 MESSAGE_LIMIT = 3000
-# After these CUDA errors the context is unusable: the worker must exit and be restarted.
-FATAL_CUDA_MARKERS = ("CUDA error", "cudaError", "CUDA driver error", "device-side assert")
-ILLEGAL_ACCESS_MARKERS = ("illegal memory access", "misaligned address", "illegal address")
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED")
+ILLEGAL_ACCESS_MARKERS = ("illegal memory access", "misaligned address", "illegal address")
+FATAL_CUDA_MARKERS = ("CUDA error", "cudaError", "CUDA driver error", "device-side assert")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u200b-\u200f\u2028-\u202e\ufeff]")
 
 
-def _candidate_frames(exc: BaseException, candidate_file: str | None) -> str:
-    frames = [
-        f"  line {f.lineno} in {f.name}: {(f.line or '').strip()}"
-        for f in traceback.extract_tb(exc.__traceback__)
-        if candidate_file and f.filename == candidate_file
-    ]
-    return ("\nin the candidate:\n" + "\n".join(frames[-4:])) if frames else ""
+def sanitize(text: object, limit: int = MESSAGE_LIMIT) -> str:
+    """Printable text of at most `limit` characters: control and invisible characters dropped."""
+    clean = _CONTROL.sub("", str(text))
+    return clean if len(clean) <= limit else clean[: limit - 14] + " [...truncated]"
 
 
-def _is_triton_error(exc: BaseException) -> bool:
-    return any(c.__module__.startswith("triton") for c in type(exc).__mro__)
-
-
-def classify(exc: BaseException, phase: str, candidate_file: str | None) -> tuple[str, str, bool]:
-    """(reason, message, fatal) for an exception raised in `phase`; fatal means the worker's
-    process (its CUDA context) can no longer be trusted."""
-    if isinstance(exc, CandidateRejected):
-        return exc.reason, exc.message, False
-    text = f"{type(exc).__name__}: {exc}"
-    where = _candidate_frames(exc, candidate_file)
-    if isinstance(exc, SandboxViolation):
-        return (
-            "forbidden_import",
-            f"{exc}; candidates may not start processes, open sockets, "
-            "load native code or write files",
-            False,
-        )
-    if isinstance(exc, MemoryError) or any(m in text for m in OOM_MARKERS):
-        return "out_of_memory", f"ran out of memory: {text[:MESSAGE_LIMIT]}{where}", False
+def classify_error(error: dict, phase: str) -> tuple[str, str]:
+    """(reason, message) for an exception the runner described in `phase`."""
+    if not isinstance(error, dict):
+        return "protocol_violation", "the runner's error report is malformed"
+    text = sanitize(f"{error.get('type', '?')}: {error.get('message', '')}")
+    frames = error.get("frames") if isinstance(error.get("frames"), list) else []
+    where = sanitize("\nin the candidate:\n" + "\n".join(map(str, frames[-4:]))) if frames else ""
+    if error.get("type") == "MemoryError" or any(m in text for m in OOM_MARKERS):
+        return "out_of_memory", f"ran out of memory: {text}{where}"
     if any(m in text for m in ILLEGAL_ACCESS_MARKERS):
-        return (
-            "illegal_memory_access",
-            f"{text[:MESSAGE_LIMIT]}{where}\ncheck the masks of "
-            "every tl.load/tl.store and the grid against the tensor sizes",
-            True,
+        return "illegal_memory_access", (
+            f"{text}{where}\ncheck the masks of every tl.load/tl.store and the grid against the "
+            "tensor sizes"
         )
     if any(m in text for m in FATAL_CUDA_MARKERS):
-        return "launch_error", f"{text[:MESSAGE_LIMIT]}{where}", True
-    if _is_triton_error(exc) and phase == "compile":
-        return (
-            "compile_error",
-            f"Triton could not compile the kernel: {text[:MESSAGE_LIMIT]}{where}",
-            False,
+        return "launch_error", f"{text}{where}"
+    if phase == "compile" and error.get("triton") is True:
+        return "compile_error", f"Triton could not compile the kernel: {text}{where}"
+    if phase == "compile" and error.get("type") in ("ImportError", "SyntaxError", "NameError",
+                                                     "ModuleNotFoundError", "AttributeError"):
+        return "compile_error", f"importing the candidate failed: {text}{where}"
+    if error.get("type") == "PermissionError" or "Permission denied" in text:
+        return "forbidden_import", (
+            f"{text}{where}\nthe sandbox refused it: candidates may not start processes, open "
+            "sockets or write outside their temporary folder"
         )
-    if phase == "compile" and isinstance(exc, ImportError | SyntaxError | NameError):
-        return "compile_error", f"importing the candidate failed: {text[:MESSAGE_LIMIT]}", False
-    return "launch_error", f"a run raised {text[:MESSAGE_LIMIT]}{where}", False
+    return "launch_error", f"a run raised {text}{where}"
+
+
+def classify_death(kind: str, message: str) -> tuple[str, str]:
+    """(reason, message) for a runner that died ("crash"), hung ("timeout") or broke the
+    protocol ("protocol"); its last output (sanitised) says why."""
+    text = sanitize(message)
+    if kind == "timeout":
+        return "timeout", f"{text}; the runner was killed"
+    if kind == "protocol":
+        return "protocol_violation", text
+    if any(m in text for m in ILLEGAL_ACCESS_MARKERS):
+        return "illegal_memory_access", text
+    if any(m in text for m in OOM_MARKERS):
+        return "out_of_memory", text
+    return "crash", text

@@ -1,14 +1,23 @@
-"""What keeps a candidate in its box: a worker environment without secrets, a network namespace
-where the OS allows one, and an audit hook that blocks processes, sockets and native code."""
+"""The box a candidate runs in: bubblewrap namespaces (user, PID, mount, IPC, network, UTS), a
+read-only view of Python, torch and triton alone, a private /tmp, a seccomp filter that refuses
+every socket, resource limits and an environment without secrets. The judge starts every runner
+through `runner_command`; `isolation()` says what is in effect here."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import glob
+import importlib.util
 import os
-import site
+import resource
+import shutil
+import signal
+import struct
 import subprocess
 import sys
-import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
 
 # Substrings of environment variable names that hold credentials.
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
@@ -18,32 +27,20 @@ PROVIDER_PREFIXES = (
     "VERTEX", "COHERE_", "MISTRAL_", "GROQ_", "TOGETHER", "DEEPSEEK_", "OPENROUTER_",
     "LITELLM_", "XAI_", "FIREWORKS_", "REPLICATE_", "GITHUB_", "GH_",
 )  # fmt: skip
-# Audit events blocked always, once the sandbox is armed: a candidate never needs the network.
-NETWORK_EVENTS = frozenset(
-    "socket.connect socket.bind socket.getaddrinfo socket.gethostbyname socket.gethostbyaddr "
-    "socket.sendto socket.sendmsg".split()
-)
-# Audit events blocked when the candidate itself (not Triton or PyTorch) is the caller.
-CANDIDATE_EVENTS = frozenset(
-    "subprocess.Popen os.system os.exec os.posix_spawn os.spawn os.fork os.forkpty os.kill "
-    "os.killpg ctypes.dlopen ctypes.dlsym ctypes.cdata ctypes.addressof pty.spawn".split()
-)
-STDLIB_DIRS = tuple(
-    {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"], "<frozen "}
-)
-# In a plain (non-venv) Python, site-packages lies inside the stdlib folder: Triton and PyTorch
-# there are libraries, not the standard library.
-SITE_DIRS = tuple(
-    {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()}
-)
-
-
-def _is_stdlib(filename: str) -> bool:
-    return filename.startswith(STDLIB_DIRS) and not filename.startswith(SITE_DIRS)
-
-
-class SandboxViolation(PermissionError):
-    """A blocked call; the worker reports it as forbidden_import."""
+RUNNER_PACKAGE = Path(__file__).resolve().parent.parent / "runner"
+# Where the sandbox shows the runner package, the exchange folder and the working folder.
+RUNNER_ROOT, EXCHANGE_MOUNT, WORK_MOUNT = "/opt/kb", "/xchg", "/work"
+# `KERNELBRAIN_BWRAP=/path/to/bwrap` picks the binary; `0` turns the OS sandbox off (trusted use).
+BWRAP_SWITCH = "KERNELBRAIN_BWRAP"
+# Resource limits of a runner: no core dumps, bounded open files and file sizes.
+RUNNER_RLIMITS = {
+    resource.RLIMIT_CORE: 0,
+    resource.RLIMIT_NOFILE: 4096,
+    resource.RLIMIT_FSIZE: 256 << 30,  # outputs of full-size problems cross as files
+}
+PR_SET_PDEATHSIG = 1
+# Address space of a cpu runner (a CUDA context reserves far more, so cuda has none).
+CPU_ADDRESS_SPACE = 16 << 30
 
 
 def is_credential(name: str) -> bool:
@@ -57,7 +54,7 @@ def is_secret(name: str) -> bool:
 
 
 def worker_environment(device: str, base: dict | None = None) -> dict:
-    """A copy of the environment without credentials; the Triton interpreter on cpu."""
+    """The judge's environment: the engine's, without credentials; the Triton interpreter on cpu."""
     env = {k: v for k, v in (os.environ if base is None else base).items() if not is_secret(k)}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -68,71 +65,177 @@ def worker_environment(device: str, base: dict | None = None) -> dict:
     return env
 
 
-NETNS_PREFIX = ("unshare", "--net", "--map-root-user")
+# --- seccomp: refuse socket(2), socketpair(2) and io_uring_setup(2) (io_uring can open sockets)
+_ARCH = {  # machine: (AUDIT_ARCH, socket, socketpair, io_uring_setup)
+    "x86_64": (0xC000003E, 41, 53, 425),
+    "aarch64": (0xC00000B7, 198, 199, 425),
+}
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+_EACCES, _X32_BIT = 13, 0x40000000
+
+
+def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+def seccomp_program() -> bytes | None:
+    """A classic BPF program for bwrap's --seccomp: EACCES for sockets of any family, io_uring,
+    x32 calls and foreign architectures; None on a machine this does not know."""
+    arch = _ARCH.get(os.uname().machine)
+    if arch is None:
+        return None
+    audit_arch, *blocked = arch
+    deny = _ERRNO | _EACCES
+    program = [_insn(_LD_ABS, 4), _insn(_JEQ, audit_arch, 1, 0), _insn(_RET, deny),
+               _insn(_LD_ABS, 0), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny)]  # fmt: skip
+    for number in blocked:
+        program += [_insn(_JEQ, number, 0, 1), _insn(_RET, deny)]
+    return b"".join(program + [_insn(_RET, _ALLOW)])
+
+
+# --- what the sandbox shows
+def _package_root(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin:
+        return None
+    return str(Path(spec.origin).resolve().parent.parent)
+
+
+def site_paths() -> list[str]:
+    """The folders holding torch, triton and numpy (the runner imports nothing else installed)."""
+    return sorted(set(filter(None, map(_package_root, ("torch", "triton", "numpy")))))
+
+
+def python_paths() -> list[str]:
+    """Read-only in the sandbox: the interpreter's installation and `site_paths()`."""
+    return sorted({sys.base_prefix, *site_paths()})
+
+
+def toolchain_paths() -> list[str]:
+    """What Triton runs to build its CUDA launcher: the C compiler, assembler and linker."""
+    names = ("gcc", "cc", "as", "ld", "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-as",
+             "x86_64-linux-gnu-ld", "x86_64-linux-gnu-ld.bfd", "ld.bfd")  # fmt: skip
+    found = {os.path.realpath(p) for p in filter(None, map(shutil.which, names))}
+    found |= {p for p in filter(None, map(shutil.which, names))}
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which isolation candidate code gets here, in words for `doctor` and the session."""
+
+    sandboxed: bool
+    detail: str
+
+
+def bwrap_binary() -> str | None:
+    choice = os.environ.get(BWRAP_SWITCH)
+    if choice == "0":
+        return None
+    return choice or shutil.which("bwrap")
 
 
 @functools.cache
-def network_namespace_available() -> bool:
-    """Whether `unshare --net --map-root-user` works here (user namespaces may be disabled)."""
+def isolation() -> Isolation:
+    """Whether bubblewrap can build the runner's sandbox on this machine."""
+    binary = bwrap_binary()
+    if binary is None:
+        why = "turned off" if os.environ.get(BWRAP_SWITCH) == "0" else "bubblewrap is not installed"
+        return Isolation(False, f"none: {why}; candidates run as plain processes")
+    probe = [binary, "--unshare-all", "--unshare-user", "--die-with-parent",
+             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]  # fmt: skip
     try:
-        done = subprocess.run([*NETNS_PREFIX, "true"], capture_output=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Isolation(False, f"none: bubblewrap does not run here ({exc})")
+    if done.returncode != 0:
+        return Isolation(False, f"none: bubblewrap fails here ({done.stderr.strip()[:200]})")
+    return Isolation(True, "bubblewrap: own user, PID, mount, IPC, network and UTS namespaces; "
+                           "read-only Python, torch and triton; no sockets (seccomp)")  # fmt: skip
 
 
-# Set to 0 to keep workers in the engine's network namespace (if namespaces break a GPU driver).
-NETNS_SWITCH = "KERNELBRAIN_WORKER_NETNS"
+def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
+    """All a runner's environment: no variable of the engine's is passed on but the GPU choice."""
+    env = {
+        "PATH": "/usr/bin" if device == "cuda" else "",
+        "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+        "TRITON_CACHE_DIR": "/tmp/triton", "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": os.pathsep.join([runner_root, *site_paths()]),
+        "KB_DEVICE": device, "KB_EXCHANGE": exchange,
+    }  # fmt: skip
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    for name in ("CUDA_VISIBLE_DEVICES", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
 
 
-def worker_command(isolate_network: bool, module: str = "engine.worker") -> list[str]:
-    """`python -m module`, in a fresh network namespace when wanted and the OS allows it."""
-    command = [sys.executable, "-m", module]
-    wanted = isolate_network and os.environ.get(NETNS_SWITCH, "1") != "0"
-    if wanted and network_namespace_available():
-        return [*NETNS_PREFIX, *command]
-    return command
+def _bwrap_arguments(device: str, exchange: str) -> list[str]:
+    args = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
+            "--hostname", "runner", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--dir", WORK_MOUNT, "--chdir", WORK_MOUNT,
+            "--ro-bind", str(RUNNER_PACKAGE), f"{RUNNER_ROOT}/kbrunner",
+            "--bind", exchange, EXCHANGE_MOUNT]  # fmt: skip
+    libs = ["/usr/lib", "/usr/lib64", "/lib", "/lib64", "/etc/ld.so.cache"]
+    if device == "cuda":
+        libs += ["/usr/local/nvidia", "/usr/local/cuda", "/usr/include", "/sys",
+                 "/usr/libexec/gcc", *toolchain_paths()]  # fmt: skip
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+    for path in [*libs, *python_paths()]:
+        if os.path.islink(path) and path.count("/") == 1:
+            args += ["--symlink", os.readlink(path), path]  # /lib -> usr/lib on merged-/usr
+        elif os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args
 
 
-def network_interfaces() -> list[str]:
-    import socket
+def _prepare_child(device: str):
+    """In the child, before exec: die with the judge, and the resource limits."""
 
-    return sorted(name for _, name in socket.if_nameindex())
+    def apply() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        for limit, value in RUNNER_RLIMITS.items():
+            resource.setrlimit(limit, (value, value))
+        if device == "cpu":
+            resource.setrlimit(resource.RLIMIT_AS, (CPU_ADDRESS_SPACE, CPU_ADDRESS_SPACE))
 
-
-def _caller_is_candidate(candidate_dir: str) -> bool:
-    """Whether the innermost frame outside the standard library is candidate code (its
-    directory, or code compiled from a string)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if filename != __file__ and not _is_stdlib(filename):
-            return filename.startswith(candidate_dir) or filename.startswith("<")
-        frame = frame.f_back
-    return False
+    return apply
 
 
-def _writes(args) -> bool:
-    mode, flags = (args[1], args[2]) if len(args) >= 3 else (None, 0)
-    if isinstance(mode, str):
-        return any(c in mode for c in "wax+")
-    return bool(flags and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+@dataclass
+class RunnerLaunch:
+    """Everything `subprocess.Popen` needs to start one runner."""
+
+    argv: list[str]
+    env: dict
+    pass_fds: tuple[int, ...]
+    preexec_fn: object
+    sandboxed: bool
 
 
-def install_audit_hook(candidate_dir: str, violations: list[str]) -> None:
-    """Block the network always, and processes, native code and file writes from candidate
-    code; Triton and PyTorch may still spawn ptxas and write their caches."""
-
-    def hook(event: str, args) -> None:
-        if event in NETWORK_EVENTS:
-            blocked = event
-        elif event in CANDIDATE_EVENTS or (event == "open" and _writes(args)):
-            if not _caller_is_candidate(candidate_dir):
-                return
-            blocked = event if event != "open" else f"open({args[0]!r}) for writing"
-        else:
-            return
-        violations.append(blocked)
-        raise SandboxViolation(f"the worker's sandbox blocked {blocked}")
-
-    sys.addaudithook(hook)
+def runner_command(device: str, exchange: str, plain_root: str) -> RunnerLaunch:
+    """How to start a runner: inside bubblewrap where `isolation()` allows, else as a plain
+    process (`plain_root` then holds a `kbrunner` link to the package)."""
+    python = os.path.realpath(sys.executable)
+    module = [python, "-S", "-m", "kbrunner"]
+    binary = bwrap_binary()
+    if not isolation().sandboxed or binary is None:
+        env = runner_environment(device, exchange, plain_root)
+        env["HOME"] = env["TMPDIR"] = exchange
+        env["TRITON_CACHE_DIR"] = os.path.join(exchange, "triton")
+        return RunnerLaunch(module, env, (), _prepare_child(device), False)
+    argv = [binary, *_bwrap_arguments(device, exchange)]
+    fds: tuple[int, ...] = ()
+    program = seccomp_program()
+    if program is not None:
+        fd = os.memfd_create("kb-seccomp")
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv += ["--seccomp", str(fd)]
+        fds = (fd,)
+    env = runner_environment(device, EXCHANGE_MOUNT, RUNNER_ROOT)
+    return RunnerLaunch([*argv, "--", *module], env, fds, _prepare_child(device), True)

@@ -1,0 +1,46 @@
+"""The work happens in Triton: which torch operators `ModelNew.forward` may reach (allocation,
+views and layout, reading metadata), and the rejection that names any other."""
+
+from __future__ import annotations
+
+from engine.gate.correctness import CandidateRejected
+
+# aten operators that allocate, fill with a constant, view, reshape or permute, or copy for
+# layout (`.contiguous()`); none of them computes values from tensor data.
+LAYOUT_ATEN_OPS = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros
+    ones ones_like new_ones full full_like new_full fill fill_ zero zero_ arange scalar_tensor
+    lift_fresh lift_fresh_copy view _unsafe_view view_as reshape _reshape_alias permute
+    transpose transpose_ t t_ expand expand_as unsqueeze unsqueeze_ squeeze squeeze_ flatten
+    unflatten movedim as_strided select slice narrow unbind split split_with_sizes chunk detach
+    alias clone copy_ contiguous
+    """.split()
+)
+
+
+def canonical_aten(name: str) -> str:
+    """`_softmax` -> `softmax`, `add_` -> `add`: the name a person knows the operator by."""
+    name = name.lstrip("_")
+    return name[:-1] if name.endswith("_") else name
+
+
+def check_torch_use(ops: list[str], replaced: frozenset[str], allowed: frozenset[str]) -> None:
+    """Raise for the first operator outside the layout set that the user did not allow."""
+    for op in ops:
+        name = canonical_aten(op)
+        if op in LAYOUT_ATEN_OPS or name in allowed or op in allowed:
+            continue
+        if name in replaced:
+            raise CandidateRejected(
+                "calls_replaced_operator",
+                f"at run time ModelNew.forward called torch `{op}`, which this problem replaces "
+                "(operators such as `/` and `@` on tensors count); compute it in a @triton.jit "
+                "kernel",
+            )
+        raise CandidateRejected(
+            "torch_compute",
+            f"at run time ModelNew.forward computed with torch `{op}`; forward may only allocate, "
+            "view, reshape or permute tensors and read their shapes: do the math in @triton.jit "
+            f"kernels (or allow it for the session with --allow-torch-ops {name})",
+        )

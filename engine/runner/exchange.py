@@ -1,0 +1,82 @@
+"""Tensors between the judge and a runner: raw bytes in files of a shared folder (tmpfs), described
+by plain JSON (file, dtype, shape). The reader rebuilds a plain contiguous tensor from the bytes."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+        torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
+    )
+}  # fmt: skip
+
+
+class ExchangeError(ValueError):
+    """A description or a file that does not match what it claims to hold."""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def write_tensor(folder: str, name: str, tensor: torch.Tensor) -> dict:
+    """Write `tensor`'s values (contiguous, on the host) to folder/name; return its description."""
+    host = tensor.detach().contiguous().cpu()
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        if host.numel():
+            f.write(host.view(torch.uint8).reshape(-1).numpy().tobytes())
+    return {"file": name, "dtype": dtype_name(host.dtype), "shape": list(host.shape)}
+
+
+def read_tensor(folder: str, desc: dict, shared: bool = False) -> torch.Tensor:
+    """The tensor a description names, rebuilt from its file's bytes on the host. `shared` maps
+    the file (writes go to the file, the other side sees them) instead of copying it."""
+    name, shape = desc.get("file"), desc.get("shape")
+    dtype = DTYPES.get(desc.get("dtype"))
+    valid_shape = isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)
+    if not (isinstance(name, str) and os.path.basename(name) == name and dtype and valid_shape):
+        raise ExchangeError(f"malformed tensor description {str(desc)[:200]}")
+    path = os.path.join(folder, name)
+    numel = 1
+    for n in shape:
+        numel *= n
+    expected = numel * torch.empty((), dtype=dtype).element_size()
+    size = os.path.getsize(path)
+    if size != expected:
+        raise ExchangeError(f"{name} holds {size} bytes; {shape} of {desc['dtype']} needs {expected}")
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    flat = torch.from_file(path, shared=shared, size=numel, dtype=dtype)
+    return flat.view(shape)
+
+
+def encode_values(folder: str, prefix: str, values) -> list[dict]:
+    """Arguments as descriptions: tensors to files, plain values (numbers, strings, lists) as is."""
+    encoded = []
+    for i, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            encoded.append({"tensor": write_tensor(folder, f"{prefix}{i}", value)})
+        elif value is None or isinstance(value, (bool, int, float, str, list, tuple)):
+            encoded.append({"value": value})
+        else:
+            raise ExchangeError(f"argument {i} is a {type(value).__name__}; only tensors and plain "
+                                "values cross to the runner")  # fmt: skip
+    return encoded
+
+
+def decode_values(folder: str, encoded: list, device: str, shared: bool = False) -> list:
+    """The arguments that `encode_values` described, tensors on `device`."""
+    values = []
+    for item in encoded:
+        if "tensor" in item:
+            tensor = read_tensor(folder, item["tensor"], shared=shared and device == "cpu")
+            values.append(tensor if device == "cpu" else tensor.to(device))
+        else:
+            values.append(item["value"])
+    return values

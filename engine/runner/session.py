@@ -1,0 +1,160 @@
+"""The runner's state for its one candidate and the commands the judge sends it."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+
+import torch
+
+from .exchange import decode_values, encode_values, read_tensor, write_tensor
+from .guards import guarded_call
+from .timer import Bracket, noop
+
+# Characters of an error message sent to the judge; the judge sanitises it again.
+ERROR_LIMIT = 4000
+CANDIDATE_DIR = "/tmp/kb"
+# Elements of the stand-in output that the judge fetches while calibrating.
+CALIBRATION_OUTPUT = 1 << 16
+
+
+def _outputs(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def describe_error(exc: BaseException, candidate_file: str) -> dict:
+    """What the judge needs to classify an exception: its type, text and the candidate's lines."""
+    frames = [
+        f"  line {f.lineno} in {f.name}: {(f.line or '').strip()}"
+        for f in traceback.extract_tb(exc.__traceback__)
+        if f.filename == candidate_file
+    ]
+    triton = any(c.__module__.startswith("triton") for c in type(exc).__mro__)
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:ERROR_LIMIT],
+        "triton": triton,
+        "frames": frames[-4:],
+    }
+
+
+class RunnerSession:
+    def __init__(self, device: str, exchange: str):
+        self.device = device
+        self.exchange = exchange
+        self.bracket = Bracket(device)
+        self.module = None
+        self.model = None
+        self.candidate_file = ""
+        self.input_sets: list[list] = []
+        self.last_output = None
+
+    def handle(self, message: dict) -> dict:
+        op = message.get("op")
+        handler = getattr(self, f"op_{op}", None)
+        if handler is None:
+            return {"error": {"type": "ProtocolError", "message": f"unknown op {op!r}",
+                              "triton": False, "frames": []}}  # fmt: skip
+        try:
+            return handler(message)
+        except BaseException as exc:  # every failure of the candidate is the judge's to classify
+            return {"error": describe_error(exc, self.candidate_file)}
+
+    def op_noop(self, message: dict) -> dict:
+        """A bracketed call of nothing, before any candidate code exists here: with a fetch after
+        it, the judge measures the honest overhead of a repetition and of a fetch."""
+        event, host, _ = self.bracket.rep(noop, ())
+        self.last_output = torch.zeros(CALIBRATION_OUTPUT, device=self.device)
+        return {"event_ms": event, "host_ms": host}
+
+    def op_load(self, message: dict) -> dict:
+        """Import the candidate (this compiles nothing yet: Triton compiles at first launch)."""
+        source = message["source"]
+        os.makedirs(CANDIDATE_DIR, exist_ok=True)
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+        self.candidate_file = os.path.join(CANDIDATE_DIR, f"candidate_{digest}.py")
+        with open(self.candidate_file, "w") as f:
+            f.write(source)
+        spec = importlib.util.spec_from_file_location("candidate", self.candidate_file)
+        self.module = importlib.util.module_from_spec(spec)
+        sys.modules["candidate"] = self.module
+        spec.loader.exec_module(self.module)
+        return {"ok": True}
+
+    def op_build(self, message: dict) -> dict:
+        """ModelNew for one size, seeded like Model, with Model's weights when they fit."""
+        init = decode_values(self.exchange, message["init"], self.device)
+        with torch.device(self.device):
+            torch.manual_seed(message["seed"])
+            self.model = self.module.ModelNew(*init)
+        if isinstance(self.model, torch.nn.Module):
+            self.model.eval()
+            state = {k: read_tensor(self.exchange, d) for k, d in message["state"].items()}
+            mine = self.model.state_dict()
+            if mine.keys() == state.keys() and all(mine[k].shape == state[k].shape for k in mine):
+                self.model.load_state_dict(state)
+        return {"ok": True}
+
+    def op_call(self, message: dict) -> dict:
+        """One guarded forward call; outputs (and, on cuda, the inputs after it) to files."""
+        args = decode_values(self.exchange, message["inputs"], self.device, shared=True)
+        out, ops = guarded_call(self.model, args, message["poison"])
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        tag = message["tag"]
+        reply = {"ops": ops, "outputs": self._write_outputs(out, tag)}
+        if self.device == "cuda":
+            reply["inputs_after"] = encode_values(self.exchange, f"{tag}_in", args)
+        return reply
+
+    def _write_outputs(self, out, tag: str) -> list[dict]:
+        described = []
+        for i, o in enumerate(_outputs(out)):
+            if isinstance(o, torch.Tensor):
+                described.append({"tensor": write_tensor(self.exchange, f"{tag}_out{i}", o)})
+            else:
+                described.append({"type": type(o).__name__})
+        return described
+
+    def op_time_begin(self, message: dict) -> dict:
+        """Take the input sets onto the device and warm up, round robin."""
+        self.input_sets = [decode_values(self.exchange, s, self.device) for s in message["sets"]]
+        with torch.no_grad():
+            for r in range(message["warmup"]):
+                self.model(*self.input_sets[r % len(self.input_sets)])
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return {"ok": True}
+
+    def op_rep(self, message: dict) -> dict:
+        with torch.no_grad():
+            event, host, self.last_output = self.bracket.rep(
+                self.model, self.input_sets[message["set"]]
+            )
+        return {"event_ms": event, "host_ms": host}
+
+    def op_fetch(self, message: dict) -> dict:
+        """The last timed call's outputs at the flat positions the judge picked after it ran."""
+        index = torch.tensor(message["indices"], dtype=torch.int64)
+        picked = [
+            o.reshape(-1)[index.to(o.device) % max(o.numel(), 1)] if isinstance(o, torch.Tensor) else o
+            for o in _outputs(self.last_output)
+        ]
+        return {"outputs": self._write_outputs(picked, message["tag"])}
+
+    def op_shift(self, message: dict) -> dict:
+        """New contents for every float input at the same addresses (see shift_inputs)."""
+        shift_inputs(self.input_sets, message["shift"])
+        return {"ok": True}
+
+
+def shift_inputs(input_sets: list[list], shift: int) -> None:
+    """Roll the flat elements of every floating-point input in place by `shift`: the values keep
+    their distribution, every position's content changes, and the judge can do the same."""
+    for args in input_sets:
+        for x in args:
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1:
+                x.copy_(x.reshape(-1).roll(shift).view_as(x))

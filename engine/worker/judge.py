@@ -1,0 +1,242 @@
+"""One evaluation request, in the judge: the judge owns the inputs, the references, the
+comparisons, the timing cross-checks and the verdict; the candidate runs only in a fresh runner
+(a sandboxed process of its own) that receives inputs and returns output bytes and its figures.
+
+The engine sees progress as phase messages ("compile", "run", "time") and holds each phase to a
+deadline; the judge holds each runner command to the same deadlines and kills a runner that hangs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from engine.gate.correctness import (
+    CandidateRejected,
+    build_model,
+    check_error,
+    check_inputs_unchanged,
+    check_not_constant,
+    check_structure,
+    compute_reference,
+    fingerprint,
+    make_inputs,
+    nonfinite_count,
+    reference_precision,
+    unwritten_or_nan,
+)
+from engine.gate.precision import infer_precision, join_precisions
+from engine.gate.torch_use import check_torch_use
+from engine.problems.loader import ProblemError, import_module_from
+from engine.problems.trace import expand_equivalents
+from engine.runner.exchange import ExchangeError, decode_values, encode_values, read_tensor
+from engine.worker.failures import classify_death, classify_error
+from engine.worker.judged_timing import calibrate, time_size
+from engine.worker.runner_process import RunnerFailed, RunnerProcess
+
+# Rejections that a re-check after timing turns into stale_output: the output went bad.
+OUTPUT_REASONS = frozenset(
+    "wrong_output nan_output unwritten_output constant_output wrong_shape bad_output_type".split()
+)
+DEFAULT_DEADLINES = {"compile": 180.0, "run": 120.0, "time": 300.0}
+
+
+class Evaluation:
+    """State of one request: the runner holding the candidate, the phase, what was measured."""
+
+    def __init__(self, request: dict, send_phase, runner: RunnerProcess):
+        self.request = request
+        self.send_phase = send_phase
+        self.runner = runner
+        self.device = request["device"]
+        self.deadlines = {**DEFAULT_DEADLINES, **request.get("deadlines", {})}
+        self.replaced = expand_equivalents(request["replaces"])
+        self.allowed_ops = frozenset(request.get("allowed_torch_ops", ()))
+        self.policy = request["precision_policy"]
+        self.phase = "compile"
+        self.launched = False
+        self.errors: list[tuple[float, float]] = []
+        self.precisions: list[str] = []
+        self.calls = 0
+        self.calibration: tuple | None = None
+
+    # --- talking to the runner
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        self.send_phase(phase)
+
+    def ask(self, message: dict, what: str) -> dict:
+        """One runner command under the current phase's deadline; an error reply rejects."""
+        reply = self.runner.request(message, self.deadlines[self.phase], what)
+        if "error" in reply:
+            raise CandidateRejected(*classify_error(reply["error"], self.phase))
+        return reply
+
+    def next_run(self) -> None:
+        """The candidate's first call compiles its kernels: under the compile deadline."""
+        self.enter("run" if self.launched else "compile")
+        self.launched = True
+
+    def tag(self) -> str:
+        self.calls += 1
+        return f"c{self.calls}"
+
+    def read_outputs(self, described: list, expected: list) -> list[torch.Tensor]:
+        """The outputs rebuilt from the runner's bytes as plain tensors of the reference's
+        dtype and shape, on the judge's device."""
+        check_structure(described, expected)
+        try:
+            return [read_tensor(self.runner.exchange, d["tensor"]).to(self.device)
+                    for d in described]  # fmt: skip
+        except (ExchangeError, OSError) as exc:
+            raise CandidateRejected("protocol_violation", f"unreadable output: {exc}") from exc
+
+    # --- the candidate in the runner
+    def load(self) -> None:
+        self.enter("compile")
+        self.ask({"op": "load", "source": self.request["source"]}, "importing the candidate")
+
+    def build(self, model, init: list, seed: int) -> None:
+        folder = self.runner.exchange
+        state = {k: encode_values(folder, f"w{self.tag()}_", [v])[0]["tensor"]
+                 for k, v in model.state_dict().items()}  # fmt: skip
+        message = {"op": "build", "init": encode_values(folder, f"i{self.tag()}_", init),
+                   "seed": seed, "state": state}  # fmt: skip
+        self.ask(message, "building ModelNew")
+
+    def encode(self, inputs: list) -> list[dict]:
+        return encode_values(self.runner.exchange, f"{self.tag()}_arg", inputs)
+
+    def call(self, inputs: list, poison: str) -> dict:
+        tag = self.tag()
+        encoded = encode_values(self.runner.exchange, f"{tag}_arg", inputs)
+        message = {"op": "call", "inputs": encoded, "poison": poison, "tag": tag}
+        reply = self.ask(message, "one run")
+        reply["sent"] = encoded
+        return reply
+
+    def inputs_after(self, reply: dict) -> list:
+        """The inputs as the call left them: on cpu the very memory the runner used (shared
+        files), on cuda the runner's copy back."""
+        described = reply["sent"] if self.device == "cpu" else reply.get("inputs_after", [])
+        try:
+            return decode_values(self.runner.exchange, described, "cpu")
+        except (ExchangeError, OSError, KeyError, TypeError) as exc:
+            raise CandidateRejected("protocol_violation", f"unreadable inputs: {exc}") from exc
+
+    # --- the checks
+    def precision(self, inputs: list) -> str:
+        floats = [x.dtype for x in inputs if torch.is_tensor(x) and x.is_floating_point()]
+        dtype = str(floats[0]).removeprefix("torch.") if floats else "float32"
+        return infer_precision(self.request["source"], dtype)
+
+    def check_once(self, model, inputs: list, earlier: list) -> tuple:
+        """One guarded call of the candidate on `inputs`, judged against the reference."""
+        self.next_run()
+        reference = compute_reference(model, inputs)
+        reply = self.call(inputs, "nan")
+        check_torch_use(list(map(str, reply.get("ops", []))), self.replaced, self.allowed_ops)
+        outputs = self.read_outputs(reply.get("outputs", []), reference.expected)
+        check_inputs_unchanged(reference, self.inputs_after(reply))
+        for i, (o, r) in enumerate(zip(outputs, reference.ref64, strict=True)):
+            with_nan = nonfinite_count(o, r)
+            if with_nan:
+                again = self.call(reference.inputs, "finite")
+                o2 = self.read_outputs(again.get("outputs", []), reference.expected)[i]
+                raise unwritten_or_nan(i, o.numel(), with_nan, nonfinite_count(o2, r))
+            check_not_constant(i, o, r)
+        print_ = fingerprint(outputs)
+        if print_ in earlier:
+            raise CandidateRejected(
+                "stale_output",
+                "returned the same output as for an earlier, different input; compute the output "
+                "from this call's inputs, never from a cache",
+            )
+        precision = self.precision(inputs)
+        error, tolerance = check_error(outputs, reference, self.request.get("tolerance"),
+                                       self.policy, precision)  # fmt: skip
+        self.errors.append((error, tolerance))
+        self.precisions.append(precision)
+        return print_
+
+    def check(self, problem, size: dict) -> None:
+        seeds = self.request["check_seeds"]
+        model, init = build_model(problem, size["params"], seeds[0], self.device)
+        self.build(model, init, seeds[0])
+        prints: list = []
+        for seed in seeds:
+            inputs = make_inputs(problem, size["params"], seed, self.device)
+            prints.append(self.check_once(model, inputs, prints))
+
+    def time_and_recheck(self, problem, size: dict) -> dict:
+        """Raw samples for one size, then the timed instance checked again on a fresh seed."""
+        timing = self.request["timing"]
+        seed = timing["seed"]
+        model, init = build_model(problem, size["params"], seed, self.device)
+        self.build(model, init, seed)
+        input_sets = [make_inputs(problem, size["params"], seed + k, self.device)
+                      for k in range(max(1, timing["input_sets"]))]  # fmt: skip
+        self.next_run()
+        samples = time_size(self, model, input_sets, timing, self.calibration)
+        del input_sets
+        recheck = make_inputs(problem, size["params"], timing["recheck_seed"], self.device)
+        try:
+            self.check_once(model, recheck, [])
+        except CandidateRejected as exc:
+            if exc.reason not in OUTPUT_REASONS:
+                raise
+            raise CandidateRejected(
+                "stale_output",
+                f"correct before timing, wrong after {timing['warmup'] + timing['reps']} timed "
+                f"calls on a fresh input: {exc.message}; do not cache outputs or state between "
+                "calls",
+            ) from exc
+        return samples
+
+    def run(self) -> dict:
+        reference_precision(self.policy)
+        try:
+            problem = import_module_from(Path(self.request["problem_path"]), "problem")
+        except ProblemError as exc:
+            raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
+        if self.request.get("timing"):  # before any candidate code is in the runner
+            self.calibration = calibrate(self.runner, self.deadlines["compile"])
+        self.load()
+        sizes = self.request["sizes"]
+        if self.request["check_seeds"]:
+            for size in sizes:
+                self.check(problem, size)
+        samples = {}
+        if self.request.get("timing"):
+            for size in sizes:
+                samples[size["label"]] = self.time_and_recheck(problem, size)
+        return self.verdict(passed=True, samples=samples)
+
+    def verdict(self, passed: bool, reason=None, message="", samples=None) -> dict:
+        worst = max(self.errors, default=(None, None), key=lambda e: e[0] / max(e[1], 1e-300))
+        return {
+            "passed": passed,
+            "reason": reason,
+            "message": message,
+            "error": worst[0],
+            "tolerance": worst[1],
+            "precision": join_precisions(self.precisions),
+            "samples": samples or {},
+            "fatal": False,
+        }
+
+
+def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
+    """Judge one request with its own runner; a candidate's failure is a rejection, never an
+    exception. The runner is closed afterwards: no candidate ever shares one."""
+    job = Evaluation(request, send_phase, runner)
+    try:
+        return job.run()
+    except CandidateRejected as exc:
+        return job.verdict(passed=False, reason=exc.reason, message=exc.message)
+    except RunnerFailed as exc:
+        reason, message = classify_death(exc.kind, exc.message)
+        return job.verdict(passed=False, reason=reason, message=message)
+    finally:
+        runner.close()

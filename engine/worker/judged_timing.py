@@ -1,0 +1,203 @@
+"""Timing as the judge sees it. The runner times each candidate call in its own process (CUDA
+events, and the host clock up to a device-wide synchronize, so work left on any stream counts);
+the judge times the reference in its own process the same way, interleaved, and checks the
+runner's figures against its own clock, which no candidate can touch:
+
+- before any candidate code exists in the runner, the judge measures what a repetition and a
+  fetch cost around a call of nothing (the honest overhead);
+- after randomly chosen repetitions the judge asks for the output at random positions (chosen
+  after the call) and checks them against its reference: a call that skipped its work, or a
+  memoised output, fails; the fetch's time counts as the call's, so work deferred to it shows;
+- between rotations of the input sets every float input is rolled to new contents in place, so
+  a cache keyed by address or by a sample of elements gains nothing;
+- the judge's clock must account for the runner's figures: time it saw beyond them and beyond
+  the calibrated overhead, more than noise allows, is `timing_tampered`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import torch
+
+from engine.gate.correctness import CandidateRejected, compute_reference, normalized_error
+from engine.runner.session import shift_inputs
+from engine.runner.timer import Bracket, noop
+from engine.worker.failures import classify_error
+
+CALIBRATION_REPS = 8
+# Positions of each output checked after a verified repetition.
+VERIFIED_POSITIONS = 4096
+# A verified repetition's error may exceed the check's tolerance this much (fewer elements).
+SAMPLE_TOLERANCE_FACTOR = 4.0
+# What the judge's clock may see beyond the runner's figures and the calibrated overhead: a share
+# of the figures, plus per call and in all an allowance for scheduling noise (the cpu backend's
+# runners share two cores with a runner starting beside them: its noise is larger).
+TAMPER_SHARE = 0.25
+NOISE_MS = {"cuda": {"per_call": 0.2, "fixed": 20.0, "fetch": 1.0},
+            "cpu": {"per_call": 5.0, "fixed": 200.0, "fetch": 100.0}}  # fmt: skip
+EVENT_AFTER_HOST_MS = 0.05  # CUDA events lie inside the host bracket, up to clock skew
+
+
+def _number(reply: dict, key: str) -> float:
+    value = reply.get(key)
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise CandidateRejected("timing_tampered", f"the runner reported {key}={value!r}")
+    return float(value)
+
+
+class JudgeClock:
+    """The judge's side of timing one size: calibration, repetitions, verification."""
+
+    def __init__(self, job, model, input_sets: list, timing: dict, calibration: tuple):
+        self.job = job
+        self.calibration = calibration
+        self.noise = NOISE_MS["cuda" if job.device == "cuda" else "cpu"]
+        self.runner = job.runner
+        self.model = model
+        self.input_sets = input_sets
+        self.timing = timing
+        self.rng = random.Random(timing["seed"] * 7919 + 17)
+        self.bracket = Bracket(job.device)
+        self.references: dict[int, object] = {}  # input set -> Reference of its contents now
+
+    def request(self, message: dict, what: str) -> tuple[dict, float]:
+        reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
+        if "error" in reply:
+            raise CandidateRejected(*classify_error(reply["error"], "time"))
+        return reply, wall
+
+    def fetch_message(self, numel: int) -> dict:
+        return fetch_message(self.job.tag(), numel, self.rng)
+
+    def verify(self, set_index: int) -> float:
+        """Fetch the last call's outputs at random positions and check them; the fetch's wall."""
+        reference = self.references.get(set_index)
+        if reference is None:
+            reference = compute_reference(self.model, self.input_sets[set_index])
+            self.references[set_index] = reference
+        message = self.fetch_message(reference.ref64[0].numel())
+        reply, wall = self.request(message, "fetching a timed output")
+        index = torch.tensor(message["indices"], dtype=torch.int64)
+        picked = [r.reshape(-1)[index.to(r.device)] for r in reference.ref64]
+        shapes = [e.reshape(-1)[index.to(e.device)] for e in reference.expected]
+        outputs = self.job.read_outputs(reply.get("outputs", []), shapes)
+        error = max(normalized_error(o, r) for o, r in zip(outputs, picked, strict=True))
+        allowed = SAMPLE_TOLERANCE_FACTOR * max(e[1] for e in self.job.errors or [(0, 1e-5)])
+        if not error <= allowed:
+            raise CandidateRejected(
+                "stale_output",
+                f"a timed call's output is wrong (normalized error {error:.3g} at random "
+                "positions): compute every call's output from its inputs; never cache outputs "
+                "or skip work between calls",
+            )
+        return wall
+
+    def run(self) -> dict:
+        encoded = [self.job.encode(s) for s in self.input_sets]
+        self.request({"op": "time_begin", "sets": encoded, "warmup": self.timing["warmup"]},
+                     "warming up")  # fmt: skip
+        with torch.no_grad():
+            for r in range(self.timing["warmup"]):
+                self.model(*self.input_sets[r % len(self.input_sets)])
+        self.job.enter("time")
+        return self.repetitions()
+
+    def repetitions(self) -> dict:
+        runner_overhead, fetch_overhead, runner_sync = self.calibration
+        judge_sync = judge_sync_overhead(self.bracket)
+        reps, sets = self.timing["reps"], len(self.input_sets)
+        verified = set(self.rng.sample(range(reps), min(reps, max(2, reps // 4))))
+        cand, ref, claimed, seen = [], [], 0.0, 0.0
+        for r in range(reps):
+            k = r % sets
+            for who in ("cand", "ref") if r % 2 == 0 else ("ref", "cand"):
+                if who == "ref":
+                    with torch.no_grad():
+                        event, host, _ = self.bracket.rep(self.model, self.input_sets[k])
+                    ref.append(max(event, host - judge_sync))
+                    continue
+                reply, wall = self.request({"op": "rep", "set": k}, "one timed call")
+                event, host = _number(reply, "event_ms"), _number(reply, "host_ms")
+                if event > host + EVENT_AFTER_HOST_MS:
+                    raise CandidateRejected(
+                        "timing_tampered",
+                        f"the runner's event time {event:.4g} ms exceeds its own host bracket "
+                        f"{host:.4g} ms",
+                    )
+                cand.append(max(event, host - runner_sync))
+                claimed += host
+                seen += wall - runner_overhead
+                if r in verified:
+                    fetched = self.verify(k) - fetch_overhead
+                    self.check_fetch(fetched, host)
+                    seen += fetched
+            if k == sets - 1 and r < reps - 1:
+                self.shift()
+        self.check_accounting(claimed, seen, reps)
+        return {"cand": cand, "ref": ref}
+
+    def shift(self) -> None:
+        """New contents for every input set, in the runner and in the judge alike."""
+        shift = self.rng.randrange(1, 1 << 30)
+        self.request({"op": "shift", "shift": shift}, "changing the inputs")
+        shift_inputs(self.input_sets, shift)
+        self.references.clear()
+
+    def check_fetch(self, fetched: float, host: float) -> None:
+        """A fetch costs what a no-op's fetch costs: more means the call's work was deferred."""
+        if fetched > self.noise["fetch"] + TAMPER_SHARE * host:
+            raise CandidateRejected(
+                "timing_tampered",
+                f"handing over a timed call's output took {fetched:.3g} ms more than a no-op's; "
+                f"the call itself claimed {host:.3g} ms. Work must be done inside the timed call",
+            )
+
+    def check_accounting(self, claimed: float, seen: float, reps: int) -> None:
+        allowance = TAMPER_SHARE * claimed + self.noise["per_call"] * reps + self.noise["fixed"]
+        if seen - claimed > allowance:
+            raise CandidateRejected(
+                "timing_tampered",
+                f"the judge's clock saw {seen:.3g} ms in {reps} timed calls beyond the calibrated "
+                f"overhead; the runner's figures account for {claimed:.3g} ms. Work outside the "
+                "timed call (deferred, on another thread, or figures patched) is not allowed",
+            )
+
+
+def fetch_message(tag: str, numel: int, rng: random.Random) -> dict:
+    count = min(numel, VERIFIED_POSITIONS)
+    return {"op": "fetch", "tag": tag, "indices": rng.sample(range(numel), count) if numel else []}
+
+
+def calibrate(runner, deadline_s: float) -> tuple[float, float, float]:
+    """(repetition overhead, fetch overhead, the runner's sync overhead) in ms, measured by the
+    judge's clock around calls of nothing, before any candidate code exists in the runner."""
+    rng = random.Random(0)
+    overheads, fetches, syncs = [], [], []
+    for _ in range(CALIBRATION_REPS):
+        reply, wall = runner.timed_request({"op": "noop"}, deadline_s, "calibrating")
+        host, event = _number(reply, "host_ms"), _number(reply, "event_ms")
+        overheads.append(wall - host)
+        syncs.append(host - event)
+        _, fetch_wall = runner.timed_request(fetch_message("cal", 1 << 16, rng), deadline_s,
+                                             "calibrating")  # fmt: skip
+        fetches.append(fetch_wall)
+    return statistics.median(overheads), statistics.median(fetches), statistics.median(syncs)
+
+
+_JUDGE_SYNC: dict[str, float] = {}
+
+
+def judge_sync_overhead(bracket: Bracket) -> float:
+    """What a bracket adds around a call of nothing in the judge (once per process)."""
+    if bracket.device not in _JUDGE_SYNC:
+        reps = [bracket.rep(noop, ()) for _ in range(CALIBRATION_REPS)]
+        _JUDGE_SYNC[bracket.device] = statistics.median(h - e for e, h, _ in reps)
+    return _JUDGE_SYNC[bracket.device]
+
+
+def time_size(job, model, input_sets: list, timing: dict, calibration: tuple) -> dict:
+    """Raw samples in ms of the candidate (in its runner) and the reference (here)."""
+    return JudgeClock(job, model, input_sets, timing, calibration).run()

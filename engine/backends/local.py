@@ -59,7 +59,8 @@ class LocalBackend:
             return problem.tier("tiny") or [problem.smallest]
         return sizes
 
-    def _request(self, problem: Problem, source: str, sizes: list[Size], **extra) -> dict:
+    def judge_request(self, problem: Problem, source: str, sizes: list[Size], **extra) -> dict:
+        """What the judge process receives: everything it needs but the candidate's verdict."""
         return {
             "problem_path": str(problem.path),
             "source": source,
@@ -73,6 +74,11 @@ class LocalBackend:
             **extra,
         }
 
+    def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
+        """The judge's verdict on a request, without the engine's static rules."""
+        return self._result(self.timing_worker.run(self.judge_request(problem, source, sizes,
+                                                                      **extra)))  # fmt: skip
+
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
         """The gate alone: static rules, then the correctness check in the check worker."""
@@ -80,7 +86,7 @@ class LocalBackend:
         if rejected:
             return rejected
         sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
-        request = self._request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
+        request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
         return self._result(self.check_worker.run(request))
 
     def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
@@ -98,18 +104,18 @@ class LocalBackend:
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
         if self.check_worker is self.timing_worker:
-            request = self._request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
+            request = self.judge_request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
             with self._gpu_lock():
                 result = self._result(self.timing_worker.run(request))
         else:
             result = self._result(self.check_worker.run(
-                self._request(problem, job.source, sizes, check_seeds=seeds)
+                self.judge_request(problem, job.source, sizes, check_seeds=seeds)
             )) if seeds else EvalResult(True)  # fmt: skip
             if not result.passed:
                 return result
             with self._gpu_lock():
                 timed = self._result(self.timing_worker.run(
-                    self._request(problem, job.source, sizes, timing=timing)
+                    self.judge_request(problem, job.source, sizes, timing=timing)
                 ))  # fmt: skip
             timed.gpu_seconds = _add(result.gpu_seconds, timed.gpu_seconds)
             if seeds:

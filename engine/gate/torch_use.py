@@ -25,8 +25,23 @@ def canonical_aten(name: str) -> str:
     return name[:-1] if name.endswith("_") else name
 
 
+# What the runner reports, beside operator names, when forward started a thread or took the
+# runner's recording modes off torch's mode stacks (engine.runner.guards).
+EVASIONS = {
+    "start_new_thread": "started a thread (work on other threads escapes the checks)",
+    "torch_mode_stack_changed": "removed the runner's recording modes from torch's mode stacks",
+}
+
+
 def check_torch_use(ops: list[str], replaced: frozenset[str], allowed: frozenset[str]) -> None:
-    """Raise for the first operator outside the layout set that the user did not allow."""
+    """Raise for an evasion, then for the first operator outside the layout set that the user
+    did not allow."""
+    for op in ops:
+        if op in EVASIONS:
+            raise CandidateRejected(
+                "torch_compute", f"ModelNew.forward {EVASIONS[op]}; forward launches Triton "
+                "kernels on the calling thread and leaves torch's modes alone"
+            )
     for op in ops:
         name = canonical_aten(op)
         if op in LAYOUT_ATEN_OPS or name in allowed or op in allowed:

@@ -4,12 +4,15 @@ outside Triton; the judge decides what they mean)."""
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import math
 import sys
+import threading
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 POISONS = {"nan": math.nan, "finite": 0.0}
 ALLOCATORS = frozenset({"empty", "empty_like", "empty_strided", "new_empty"})
@@ -75,9 +78,42 @@ class DataMethodLog(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+# Names the runner reports, beside aten operators, for what forward must not do.
+STARTED_THREAD, MODES_TAMPERED = "start_new_thread", "torch_mode_stack_changed"
+
+
+@contextlib.contextmanager
+def no_threads(names: dict):
+    """Refuse (and report) threads started by forward: the operator log sees only its own."""
+    original = _thread.start_new_thread
+
+    def refuse(*args, **kwargs):
+        names[STARTED_THREAD] = None
+        raise RuntimeError("ModelNew.forward may not start threads")
+
+    _thread.start_new_thread = threading._start_new_thread = refuse
+    try:
+        yield
+    finally:
+        _thread.start_new_thread = threading._start_new_thread = original
+
+
 def guarded_call(model, args: list, poison: str) -> tuple[object, list[str]]:
-    """One forward call with allocations poisoned; returns (output, operator names)."""
+    """One forward call with allocations poisoned; returns (output, what it reached). A forward
+    that removes the runner's modes from torch's mode stacks is reported as such."""
     log = OperatorLog()
-    with torch.no_grad(), log, DataMethodLog(log.names), PoisonAllocations(POISONS[poison]):
-        out = model(*args)
+    modes = (DataMethodLog(log.names), PoisonAllocations(POISONS[poison]))
+    try:
+        with torch.no_grad(), log, modes[0], modes[1], no_threads(log.names):
+            out = model(*args)
+            if log not in _get_current_dispatch_mode_stack() or not all(
+                m in _get_current_function_mode_stack() for m in modes
+            ):
+                log.names[MODES_TAMPERED] = None
+    except (RuntimeError, AssertionError, IndexError) as exc:
+        if MODES_TAMPERED in log.names or STARTED_THREAD in log.names:
+            return None, list(log.names)
+        if "mode" in str(exc).lower():  # leaving a mode that forward popped
+            return None, [*log.names, MODES_TAMPERED]
+        raise
     return out, list(log.names)

@@ -65,32 +65,44 @@ def worker_environment(device: str, base: dict | None = None) -> dict:
     return env
 
 
-# --- seccomp: refuse socket(2), socketpair(2) and io_uring_setup(2) (io_uring can open sockets)
-_ARCH = {  # machine: (AUDIT_ARCH, socket, socketpair, io_uring_setup)
-    "x86_64": (0xC000003E, 41, 53, 425),
-    "aarch64": (0xC00000B7, 198, 199, 425),
-}
-_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+# --- seccomp. Always refused: sockets of any family, io_uring (it can open sockets), x32 calls and
+# foreign architectures. On cpu, where Triton runs no compiler, also every new process: clone only
+# for threads, no fork or vfork; clone3 says ENOSYS (glibc falls back to clone). execve stays (bwrap
+# itself execs Python after the filter is in place; Python is the only program the box holds).
+_ARCH = {  # machine: (AUDIT_ARCH, {name: number})
+    "x86_64": (0xC000003E, {"socket": 41, "socketpair": 53, "io_uring_setup": 425, "clone": 56,
+                            "fork": 57, "vfork": 58, "clone3": 435}),
+    "aarch64": (0xC00000B7, {"socket": 198, "socketpair": 199, "io_uring_setup": 425,
+                             "clone": 220, "clone3": 435}),
+}  # fmt: skip
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_EACCES, _X32_BIT = 13, 0x40000000
+_EACCES, _ENOSYS, _X32_BIT, _CLONE_THREAD = 13, 38, 0x40000000, 0x00010000
+_SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0 = 0, 4, 16  # offsets in struct seccomp_data
 
 
 def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def seccomp_program() -> bytes | None:
-    """A classic BPF program for bwrap's --seccomp: EACCES for sockets of any family, io_uring,
-    x32 calls and foreign architectures; None on a machine this does not know."""
-    arch = _ARCH.get(os.uname().machine)
-    if arch is None:
+def seccomp_program(allow_processes: bool) -> bytes | None:
+    """A classic BPF program for bwrap's --seccomp; None on a machine this does not know."""
+    known = _ARCH.get(os.uname().machine)
+    if known is None:
         return None
-    audit_arch, *blocked = arch
+    audit_arch, numbers = known
     deny = _ERRNO | _EACCES
-    program = [_insn(_LD_ABS, 4), _insn(_JEQ, audit_arch, 1, 0), _insn(_RET, deny),
-               _insn(_LD_ABS, 0), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny)]  # fmt: skip
-    for number in blocked:
-        program += [_insn(_JEQ, number, 0, 1), _insn(_RET, deny)]
+    program = [_insn(_LD_ABS, _SECCOMP_ARCH), _insn(_JEQ, audit_arch, 1, 0), _insn(_RET, deny),
+               _insn(_LD_ABS, _SECCOMP_NR), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny)]  # fmt: skip
+    refused = {"socket": deny, "socketpair": deny, "io_uring_setup": deny}
+    if not allow_processes:
+        refused |= {"fork": deny, "vfork": deny, "clone3": _ERRNO | _ENOSYS}
+    for name, action in refused.items():
+        if name in numbers:
+            program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, action)]
+    if not allow_processes:  # clone: a thread, or refused
+        program += [_insn(_JEQ, numbers["clone"], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0),
+                    _insn(_JSET, _CLONE_THREAD, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]  # fmt: skip
     return b"".join(program + [_insn(_RET, _ALLOW)])
 
 
@@ -152,7 +164,8 @@ def isolation() -> Isolation:
     if done.returncode != 0:
         return Isolation(False, f"none: bubblewrap fails here ({done.stderr.strip()[:200]})")
     return Isolation(True, "bubblewrap: own user, PID, mount, IPC, network and UTS namespaces; "
-                           "read-only Python, torch and triton; no sockets (seccomp)")  # fmt: skip
+                           "read-only Python, torch and triton; seccomp: no sockets, and on cpu "
+                           "no processes or programs")  # fmt: skip
 
 
 def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
@@ -230,7 +243,7 @@ def runner_command(device: str, exchange: str, plain_root: str) -> RunnerLaunch:
         return RunnerLaunch(module, env, (), _prepare_child(device), False)
     argv = [binary, *_bwrap_arguments(device, exchange)]
     fds: tuple[int, ...] = ()
-    program = seccomp_program()
+    program = seccomp_program(allow_processes=device == "cuda")
     if program is not None:
         fd = os.memfd_create("kb-seccomp")
         os.write(fd, program)

@@ -1,0 +1,212 @@
+"""The judge against hostile candidates: each attack runs through the real judge process and a
+real sandboxed runner (the engine's static rules are skipped, so the runtime protection is what
+is tested), and each test fails if the protection it names is removed."""
+
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine.backends.local import LocalBackend
+from engine.problems import load_problem
+from engine.worker import Timeouts
+from engine.worker.failures import MESSAGE_LIMIT
+from engine.worker.sandbox import isolation
+from tests.adversarial import softmax as attacks
+
+ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
+sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
+TIMING = {"seed": 11, "recheck_seed": 12, "warmup": 1, "reps": 8, "input_sets": 2,
+          "interleave": True}  # fmt: skip
+SLEEP_S = "0.4"  # a slow kernel: well beyond the cpu backend's timing noise allowance
+
+
+@pytest.fixture(scope="module")
+def backend():
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=30, run_s=30, time_s=60))
+    yield local
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_problem("softmax")
+
+
+def judge(backend, problem, source: str, timing: dict | None = None, seeds=(101, 102)):
+    return backend.judge(problem, source, [problem.size("tiny")], check_seeds=list(seeds),
+                         timing=timing)  # fmt: skip
+
+
+def fill(source: str, **values) -> str:
+    for name, value in values.items():
+        source = source.replace(name, str(value))
+    return source
+
+
+def test_the_valid_template_passes(backend, softmax):
+    result = judge(backend, softmax, attacks.VALID, TIMING)
+    assert result.passed, result.message
+    assert len(result.timings[0].samples_ms) == TIMING["reps"]
+
+
+# --- forged verdicts and patched judges
+def test_forged_reply_lines_are_not_verdicts(backend, softmax):
+    """Lines written to every descriptor reach the judge at most as a reply, which is data: here
+    one that claims no outputs. No forged verdict or timing survives."""
+    result = judge(backend, softmax, attacks.FORGED_REPLY_LINES, TIMING)
+    assert (result.passed, result.timings) == (False, [])
+    assert result.reason in ("constant_output", "bad_output_type"), result.message
+
+
+def test_a_patched_interpreter_reaches_neither_the_judge_nor_the_next_candidate(backend, softmax):
+    assert judge(backend, softmax, attacks.PATCHES_THE_INTERPRETER).passed
+    zeros = attacks.candidate("return torch.zeros_like(launch(x))")
+    assert judge(backend, softmax, zeros).reason == "constant_output"
+    mutates = attacks.candidate("x.mul_(2.0)\nreturn launch(x / 2.0)")
+    assert judge(backend, softmax, mutates).reason in ("mutates_input", "torch_compute")
+
+
+def test_outputs_are_read_only_from_the_exchange_folder(backend, softmax):
+    result = judge(backend, softmax, attacks.PATCHES_THE_RUNNER_CHECK)
+    assert result.reason == "protocol_violation", result.message
+
+
+# --- the operating-system sandbox
+@sandboxed
+@pytest.mark.parametrize("attack", ["SPAWNS_A_SHELL", "FORKS", "BUILDS_NATIVE_CODE",
+                                    "WRITES_INTO_THE_ENGINE"])  # fmt: skip
+def test_no_process_program_native_build_or_outside_file(backend, softmax, tmp_path, attack):
+    marker = tmp_path / "marker"
+    source = fill(getattr(attacks, attack), MARKER=marker, ENGINE_DIR=ENGINE_DIR)
+    result = judge(backend, softmax, source)
+    assert not marker.exists()
+    assert not (ENGINE_DIR / "pwned.py").exists()
+    assert not result.passed, "the attack's call should fail inside the sandbox"
+
+
+@sandboxed
+def test_a_candidate_cannot_signal_the_engine(backend, softmax):
+    result = judge(backend, softmax, fill(attacks.SIGNALS_THE_ENGINE, ENGINE_PID=os.getpid()))
+    assert result.reason in (None, "crash"), result.message  # at worst it ends its own sandbox
+    assert judge(backend, softmax, attacks.VALID).passed  # this process and the judge live on
+
+
+@sandboxed
+def test_no_socket_reaches_a_listener(backend, softmax, tmp_path):
+    tcp = socket.create_server(("127.0.0.1", 0))
+    unix_path = str(tmp_path / "listener.sock")
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind(unix_path)
+    abstract_name = f"kb-test-{uuid.uuid4().hex}"
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0" + abstract_name)
+    listeners = (tcp, unix, abstract)
+    accepted = []
+    for listener in listeners:
+        listener.listen()
+        listener.settimeout(0.2)
+
+    def accept_all(stop):
+        while not stop.is_set():
+            for listener in listeners:
+                try:
+                    accepted.append(listener.accept())
+                except OSError:
+                    pass
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=accept_all, args=(stop,))
+    watcher.start()
+    try:
+        source = fill(attacks.CONNECTS_OUT, PORT=tcp.getsockname()[1], UNIX_PATH=unix_path,
+                      ABSTRACT=abstract_name)  # fmt: skip
+        result = judge(backend, softmax, source)
+    finally:
+        stop.set()
+        watcher.join()
+        for listener in listeners:
+            listener.close()
+    assert accepted == []
+    assert result.passed, result.message  # it swallowed its failures: nothing else to reject
+
+
+# --- the work happens in Triton
+@pytest.mark.parametrize(
+    "attack, words",
+    [
+        ("TORCH_MATH", "torch `"),
+        ("ATEN_SOFTMAX", "torch `_softmax`"),
+        ("SPECIAL_SOFTMAX", "torch `_softmax`"),
+        ("SOFTMAX_IN_A_THREAD", "started a thread"),
+        ("POPS_THE_MODES", "mode"),
+        ("READS_DATA_INTO_PYTHON", "torch `"),
+    ],
+)
+def test_work_outside_triton_is_rejected(backend, softmax, attack, words):
+    result = judge(backend, softmax, getattr(attacks, attack))
+    assert result.reason in ("torch_compute", "calls_replaced_operator"), result.message
+    assert words in result.message
+
+
+def test_an_allowed_torch_op_passes_and_others_still_fail(backend, softmax):
+    hybrid = attacks.candidate("launch(x)\nreturn torch.softmax(x, 1)")
+    request = {"check_seeds": [1, 2], "allowed_torch_ops": ["softmax"]}
+    assert backend.judge(softmax, hybrid, [softmax.size("tiny")], **request).passed
+    assert not backend.judge(softmax, attacks.TORCH_MATH, [softmax.size("tiny")], **request).passed
+
+
+# --- timing the candidate cannot flatter
+def test_figures_the_judges_clock_does_not_see_are_tampering(backend, softmax):
+    result = judge(backend, softmax, fill(attacks.FORGES_ITS_FIGURES, SLEEP_S=SLEEP_S), TIMING)
+    assert result.reason == "timing_tampered", result.message
+    assert "judge's clock" in result.message
+
+
+def test_work_deferred_to_the_fetch_is_tampering(backend, softmax):
+    result = judge(backend, softmax, fill(attacks.DEFERS_ITS_WORK, SLEEP_S=SLEEP_S), TIMING)
+    assert result.reason == "timing_tampered", result.message
+    assert "handing over" in result.message
+
+
+def test_memoising_by_address_gains_nothing(backend, softmax):
+    timing = {**TIMING, "reps": 12}
+    result = judge(backend, softmax, attacks.MEMOISES_BY_ADDRESS, timing)
+    assert result.reason == "stale_output", result.message
+    assert "timed call" in result.message
+
+
+# --- no leaks
+def test_no_environment_reaches_a_rejection(backend, softmax, monkeypatch):
+    canary = f"sk-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    monkeypatch.setenv("KB_PLAIN_SETTING", canary)  # not even variables that look harmless
+    local = LocalBackend("cpu")  # a judge started with the canary in the engine's environment
+    try:
+        result = judge(local, softmax, attacks.RAISES_THE_ENVIRONMENT)
+    finally:
+        local.close()
+    assert result.reason == "launch_error"
+    assert canary not in result.message
+
+
+@sandboxed
+def test_no_file_outside_the_candidate_reaches_a_rejection(backend, softmax, tmp_path):
+    canary = f"canary-{uuid.uuid4().hex}"
+    secret = tmp_path / ".env"
+    secret.write_text(f"OPENAI_API_KEY={canary}\n")
+    source = fill(attacks.RAISES_SECRET_FILES, SECRET_FILE=secret, ENGINE_DIR=ENGINE_DIR)
+    result = judge(backend, softmax, source)
+    assert result.reason == "launch_error"
+    assert canary not in result.message
+    assert "FileNotFoundError" in result.message
+
+
+def test_messages_are_bounded_and_printable(backend, softmax):
+    result = judge(backend, softmax, attacks.FLOODS_THE_MESSAGE)
+    assert result.reason == "launch_error"
+    assert len(result.message) <= MESSAGE_LIMIT + 200
+    assert not any(c in result.message for c in "\x1b\x07\u202e")

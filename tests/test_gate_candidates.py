@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.backends.local import LocalBackend
-from engine.gate import check_candidate
+from engine.cli.check import gate
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import builtin_names, load_problem
 from engine.worker import Timeouts
@@ -149,6 +149,6 @@ def test_worker_killed_from_outside_mid_run(softmax):
         local.close()
 
 
-def test_check_candidate_api(softmax):
-    result = check_candidate(softmax, source("softmax_zeros"))
+def test_check_gate_api(softmax):
+    result = gate(softmax, source("softmax_zeros"), "cpu", seed=3)
     assert (result.passed, result.reason) == (False, "constant_output")

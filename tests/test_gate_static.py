@@ -7,7 +7,6 @@ import pytest
 from engine.gate.precision import (
     gate_tolerance,
     infer_precision,
-    policy_rejection,
     problem_tolerance,
 )
 from engine.gate.static import static_check
@@ -170,28 +169,20 @@ def test_tolerance_by_precision_and_pytorch_error():
     spec = load_problem("linear_relu_div").tolerance
     assert problem_tolerance(spec, "tf32") == 2e-3
     assert problem_tolerance(spec, "fp16") == 0.0  # not declared: PyTorch's error decides
-    assert gate_tolerance(spec, "fp32", torch_error=1e-4) == 2e-4
-    assert gate_tolerance(1e-5, "fp16", torch_error=1e-7) == 1e-5
+    assert gate_tolerance(spec, "strict", "float32", "fp32", torch_error=1e-4) == 2e-4
+    assert gate_tolerance(1e-5, "strict", "float16", "fp16", torch_error=1e-7) == 1e-5
 
 
 @pytest.mark.parametrize(
-    "policy, precision, rejected",
+    "policy, dtype, precision, expected",
     [
-        ("strict", "tf32", True),
-        ("strict", "tf32x3", True),
-        ("strict", "fp32", False),
-        ("strict", "fp16", False),  # half-precision inputs: the policy does not apply
-        ("tf32", "tf32", False),
-        ("tf32", "tf32x3", False),
-        ("tf32", "fp32", False),
+        ("strict", "float32", "tf32", 1e-5),  # judged as fp32 whatever its instructions
+        ("strict", "float32", "tf32x3", 1e-5),
+        ("strict", "float32", "fp32", 1e-5),
+        ("tf32", "float32", "tf32", 2e-3),  # the problem's tolerance for TF32
+        ("tf32", "float32", "fp32", 1e-5),
     ],
 )
-def test_strict_policy_rejects_tf32_and_tf32x3(policy, precision, rejected):
-    rejection = policy_rejection(policy, precision)
-    assert (rejection is not None) == rejected
-    if rejected:
-        assert rejection.reason == "tf32_in_strict_session"
-        assert (
-            f"computes in {precision}" in rejection.message
-            and "--precision tf32" in rejection.message
-        )
+def test_strict_judges_fp32_inputs_by_the_fp32_tolerance(policy, dtype, precision, expected):
+    spec = load_problem("linear_relu_div").tolerance
+    assert gate_tolerance(spec, policy, dtype, precision, torch_error=1e-9) == expected

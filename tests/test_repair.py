@@ -16,7 +16,7 @@ from llm_server import (
     WRONG_SIGNATURE_REPLY,
 )
 
-from engine.gate import check_candidate
+from engine.cli.check import gate
 from engine.generate.repair import REASONS, extract_candidate
 from engine.problems import load_problem
 
@@ -277,5 +277,5 @@ def test_replies_without_a_candidate_are_rejected_with_a_reason(softmax, reply, 
 def test_repaired_softmax_replies_pass_the_policy_gate_on_cpu(softmax, reply):
     source, _, rejection = extract_candidate(reply, softmax)
     assert rejection is None
-    result = check_candidate(softmax, source, backend="cpu")
+    result = gate(softmax, source, "cpu", seed=7)
     assert result.passed, f"{result.reason}: {result.message}"

@@ -3,12 +3,15 @@ and correctness, timings that mean nothing and say so). Candidates run only in w
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 import time
 from collections import defaultdict
 
 from engine.gate.static import static_check
-from engine.jobs import EvalJob, EvalResult, ShapeTiming
+from engine.jobs import EvalJob, EvalResult, ShapeTiming, source_sha256
 from engine.problems import Problem, Size
 from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
@@ -40,6 +43,8 @@ class LocalBackend:
         self.profile_seconds = 15.0 if device == "cuda" else 0.0
         self.profile_timeout_s = profile_timeout_s
         timeouts = timeouts or Timeouts()
+        # Each candidate's compiled kernels, kept between its evaluations (never shared).
+        self.triton_caches = tempfile.mkdtemp(prefix="kb-triton-caches-")
         self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
         # On cuda a second worker compiles and checks while the first one times; on cpu there is
         # one worker (two cores, and timings there mean nothing).
@@ -64,6 +69,7 @@ class LocalBackend:
         return {
             "problem_path": str(problem.path),
             "source": source,
+            "triton_cache": os.path.join(self.triton_caches, source_sha256(source)[:32]),
             "device": self.device,
             "replaces": list(problem.replaces),
             "tolerance": problem.tolerance,
@@ -89,8 +95,10 @@ class LocalBackend:
         request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
         return self._result(self.check_worker.run(request))
 
-    def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
-        sizes = self.sizes_for(problem, job.rung.size_labels)
+    def evaluate(self, problem: Problem, job: EvalJob, sizes: list[Size] | None = None
+                 ) -> EvalResult:  # fmt: skip
+        """Gate (when job.check) and time; `sizes` overrides the rung's (the check command)."""
+        sizes = sizes or self.sizes_for(problem, job.rung.size_labels)
         seeds = check_seeds(job.seed, job.rung.check_seeds) if job.check else []
         timing = {
             "seed": job.seed + TIMING_SEED_OFFSET,
@@ -167,6 +175,7 @@ class LocalBackend:
     def close(self) -> None:
         self.timing_worker.close()
         self.check_worker.close()
+        shutil.rmtree(self.triton_caches, ignore_errors=True)
 
 
 def _shape_timing(label: str, cand: list[float], ref: list[float]) -> ShapeTiming:

@@ -1,34 +1,78 @@
-"""`kernelbrain check PROBLEM CANDIDATE.py`: the policy gate alone (exit 0 pass, 1 rejected)."""
+"""`kernelbrain check PROBLEM CANDIDATE.py`: the search's gate on one candidate (exit 0 pass,
+1 rejected): the same checks as a search's first evaluation (a short timing with its re-check on
+the same instance included), on fresh random seeds, at every size the backend can afford."""
 
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_REJECTED, UsageError
 from engine.cli.sessions import add_precision
-from engine.gate import check_candidate
-from engine.problems import ProblemError, load_problem
+from engine.problems import ProblemError, Size, load_problem
+
+# Seeds are drawn below this bound (and `--seed` accepts up to it).
+SEED_BOUND = 1 << 31
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "check",
         help="run the policy gate on one candidate",
-        description="Gate a candidate: the smallest size on cpu, every full size on cuda.",
+        description="Gate a candidate as a search's first evaluation does: every full size on "
+        "cuda; on cpu the tiny and small sizes (the interpreter is slow). Seeds are fresh at "
+        "every run and printed; --seed repeats a run.",
     )
     p.add_argument("problem", help="a built-in problem name or a KernelBench-format .py file")
     p.add_argument("candidate", help="the candidate .py file (defines ModelNew)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--seed", type=int, help="the seed of an earlier check, to repeat it exactly")
+    p.add_argument("--trust-candidates", action="store_true",
+                   help="run without the OS sandbox where it cannot be had (code you trust)")  # fmt: skip
     add_precision(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
+
+
+def check_sizes(problem, backend: str) -> list[Size]:
+    """Every full size on cuda; on cpu the tiny sizes and the first small one."""
+    if backend == "cuda":
+        return problem.full or [problem.smallest]
+    return problem.tier("tiny")[:1] + problem.tier("small")[:1] or [problem.smallest]
+
+
+def gate(problem, source: str, backend: str, seed: int):
+    """The search's first evaluation of `source`, at the check sizes, seeded by `seed`."""
+    from engine.backends.local import LocalBackend
+    from engine.jobs import EvalJob, RungSpec
+
+    sizes = check_sizes(problem, backend)
+    rung = RungSpec(0, tuple(s.label for s in sizes), warmup=1, reps=4, input_sets=2)
+    local = LocalBackend(device=backend)
+    try:
+        return local.evaluate(problem, EvalJob("check", source, rung, seed), sizes=sizes)
+    finally:
+        local.close()
+
+
+def refuse_without_sandbox(trusted: bool) -> None:
+    from engine.worker.sandbox import isolation
+
+    box = isolation()
+    if not box.sandboxed and not trusted:
+        raise UsageError(
+            f"refusing to run candidate code without the OS sandbox ({box.detail}): install "
+            "bubblewrap (apt-get install bubblewrap), or pass --trust-candidates for code you trust"
+        )
 
 
 def run(args) -> int:
     path = Path(args.candidate)
     if not path.is_file():
         raise UsageError(f"no candidate file {path}: give the path of a .py file")
+    if args.seed is not None and not 0 <= args.seed < SEED_BOUND:
+        raise UsageError(f"--seed must be between 0 and {SEED_BOUND - 1}")
     try:
         problem = load_problem(args.problem, args.precision)
     except ProblemError as exc:
@@ -38,17 +82,21 @@ def run(args) -> int:
 
         if not torch.cuda.is_available():
             raise UsageError("--backend cuda needs a GPU that PyTorch can see; use --backend cpu")
-    result = check_candidate(problem, path.read_text(), backend=args.backend)
+    refuse_without_sandbox(args.trust_candidates)
+    seed = secrets.randbelow(SEED_BOUND) if args.seed is None else args.seed
+    result = gate(problem, path.read_text(), args.backend, seed)
+    sizes = ", ".join(s.label for s in check_sizes(problem, args.backend))
     if args.json:
         print(json.dumps({
-            "passed": result.passed, "reason": result.reason,
-            "message": result.message, "error": result.error,
+            "passed": result.passed, "reason": result.reason, "message": result.message,
+            "error": result.error, "seed": seed,
         }))  # fmt: skip
     elif result.passed:
         print(
             f"passed: normalized error {result.error:.3g} within {result.tolerance:.3g} "
-            f"({result.precision})"
+            f"({result.precision}) at {sizes}; seed {seed}"
         )
     else:
         print(f"rejected ({result.reason}): {result.message}")
+        print(f"seed {seed} (repeat with --seed {seed}); sizes {sizes}")
     return EXIT_OK if result.passed else EXIT_REJECTED

@@ -8,6 +8,8 @@ deadline; the judge holds each runner command to the same deadlines and kills a 
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -34,6 +36,7 @@ from engine.runner.exchange import ExchangeError, decode_values, encode_values, 
 from engine.worker.failures import classify_death, classify_error
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
+from engine.worker.sandbox import TRITON_CACHE_NAME
 
 # Rejections that a re-check after timing turns into stale_output: the output went bad.
 OUTPUT_REASONS = frozenset(
@@ -229,8 +232,13 @@ class Evaluation:
 
 def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
     """Judge one request with its own runner; a candidate's failure is a rejection, never an
-    exception. The runner is closed afterwards: no candidate ever shares one."""
+    exception. The runner is closed afterwards: no candidate ever shares one. The candidate's
+    compiled kernels are kept in `request["triton_cache"]` for its next runner."""
     job = Evaluation(request, send_phase, runner)
+    cache = request.get("triton_cache")
+    runner_cache = os.path.join(runner.exchange, TRITON_CACHE_NAME)
+    if cache and os.path.isdir(cache):
+        shutil.copytree(cache, runner_cache, symlinks=False, dirs_exist_ok=True)
     try:
         return job.run()
     except CandidateRejected as exc:
@@ -239,4 +247,4 @@ def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
         reason, message = classify_death(exc.kind, exc.message)
         return job.verdict(passed=False, reason=reason, message=message)
     finally:
-        runner.close()
+        runner.close(keep=runner_cache if cache else None, into=cache)

@@ -121,8 +121,9 @@ class RunnerProcess:
         tail = self.stderr_tail()
         return cause + (f"; its last output:\n{tail}" if tail else "")
 
-    def close(self) -> None:
-        """Kill the runner (its whole sandbox) and remove the exchange folder."""
+    def close(self, keep: str | None = None, into: str | None = None) -> None:
+        """Kill the runner (its whole sandbox) and remove the exchange folder, after moving the
+        folder `keep` (regular files and folders only) to `into`."""
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -134,4 +135,12 @@ class RunnerProcess:
                 stream.close()
             except OSError:
                 pass
+        if keep and into and os.path.isdir(keep):
+            shutil.rmtree(into, ignore_errors=True)
+            shutil.copytree(keep, into, symlinks=True, ignore=_links)
         shutil.rmtree(self.exchange, ignore_errors=True)
+
+
+def _links(folder: str, names: list[str]) -> list[str]:
+    """What copytree leaves out: links, which could point anywhere on the judge's machine."""
+    return [n for n in names if os.path.islink(os.path.join(folder, n))]

@@ -30,6 +30,9 @@ PROVIDER_PREFIXES = (
 RUNNER_PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 # Where the sandbox shows the runner package, the exchange folder and the working folder.
 RUNNER_ROOT, EXCHANGE_MOUNT, WORK_MOUNT = "/opt/kb", "/xchg", "/work"
+# The runner's Triton cache lies in the exchange folder, so that the judge can keep it for the
+# candidate's next runner (its own only: candidates never share a cache).
+TRITON_CACHE_NAME = "triton-cache"
 # `KERNELBRAIN_BWRAP=/path/to/bwrap` picks the binary; `0` turns the OS sandbox off (trusted use).
 BWRAP_SWITCH = "KERNELBRAIN_BWRAP"
 # Resource limits of a runner: no core dumps, bounded open files and file sizes.
@@ -173,7 +176,8 @@ def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     env = {
         "PATH": "/usr/bin" if device == "cuda" else "",
         "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
-        "TRITON_CACHE_DIR": "/tmp/triton", "PYTHONDONTWRITEBYTECODE": "1",
+        "TRITON_CACHE_DIR": os.path.join(exchange, TRITON_CACHE_NAME),
+        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": os.pathsep.join([runner_root, *site_paths()]),
         "KB_DEVICE": device, "KB_EXCHANGE": exchange,
     }  # fmt: skip
@@ -239,7 +243,6 @@ def runner_command(device: str, exchange: str, plain_root: str) -> RunnerLaunch:
     if not isolation().sandboxed or binary is None:
         env = runner_environment(device, exchange, plain_root)
         env["HOME"] = env["TMPDIR"] = exchange
-        env["TRITON_CACHE_DIR"] = os.path.join(exchange, "triton")
         return RunnerLaunch(module, env, (), _prepare_child(device), False)
     argv = [binary, *_bwrap_arguments(device, exchange)]
     fds: tuple[int, ...] = ()

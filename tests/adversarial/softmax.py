@@ -229,6 +229,9 @@ FLOODS_THE_MESSAGE = candidate("""
 
 # --- a weaker check
 RIGHT_ONLY_WHEN_TINY = candidate("""
-    y = launch(x)
-    return y if x.shape[1] <= 512 else y * 0.5
+    if x.shape[1] <= 512:
+        return launch(x)
+    y = torch.empty_like(x)
+    softmax_kernel[(x.shape[0],)](x, y, x.shape[1] // 2, BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
 """)

@@ -16,6 +16,7 @@ import signal
 import struct
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +24,31 @@ from pathlib import Path
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
 # Prefixes of LLM and cloud providers' variables (endpoints, organisations, ids: none needed).
 PROVIDER_PREFIXES = (
-    "OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "HF_", "HUGGING", "GEMINI_", "GOOGLE_",
-    "VERTEX", "COHERE_", "MISTRAL_", "GROQ_", "TOGETHER", "DEEPSEEK_", "OPENROUTER_",
-    "LITELLM_", "XAI_", "FIREWORKS_", "REPLICATE_", "GITHUB_", "GH_",
-)  # fmt: skip
+    "OPENAI_",
+    "ANTHROPIC_",
+    "AWS_",
+    "AZURE_",
+    "HF_",
+    "HUGGING",
+    "GEMINI_",
+    "GOOGLE_",
+    "VERTEX",
+    "COHERE_",
+    "MISTRAL_",
+    "GROQ_",
+    "TOGETHER",
+    "DEEPSEEK_",
+    "OPENROUTER_",
+    "LITELLM_",
+    "XAI_",
+    "FIREWORKS_",
+    "REPLICATE_",
+    "GITHUB_",
+    "GH_",
+)
 RUNNER_PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 # Where the sandbox shows the runner package, the exchange folder and the working folder.
-RUNNER_ROOT, EXCHANGE_MOUNT, WORK_MOUNT = "/opt/kb", "/xchg", "/work"
+RUNNER_ROOT, EXCHANGE_MOUNT, WORK_MOUNT = "/opt/kb", "/xchg", "/sandbox"
 # The runner's Triton cache lies in the exchange folder, so that the judge can keep it for the
 # candidate's next runner (its own only: candidates never share a cache).
 TRITON_CACHE_NAME = "triton-cache"
@@ -68,19 +87,32 @@ def worker_environment(device: str, base: dict | None = None) -> dict:
     return env
 
 
-# --- seccomp. Always refused: sockets of any family, io_uring (it can open sockets), x32 calls and
-# foreign architectures. On cpu, where Triton runs no compiler, also every new process: clone only
-# for threads, no fork or vfork; clone3 says ENOSYS (glibc falls back to clone). execve stays (bwrap
-# itself execs Python after the filter is in place; Python is the only program the box holds).
+# --- seccomp. Always refused: sockets (on cuda all but AF_UNIX, which the driver needs), io_uring
+# (it can open sockets), x32 calls and foreign architectures. On cpu, where Triton runs no
+# compiler, also every new process: clone only for threads, no fork or vfork; clone3 says ENOSYS
+# (glibc falls back to clone). execve stays (bwrap itself execs Python after the filter is in
+# place; on cpu Python is the only program the box holds).
 _ARCH = {  # machine: (AUDIT_ARCH, {name: number})
-    "x86_64": (0xC000003E, {"socket": 41, "socketpair": 53, "io_uring_setup": 425, "clone": 56,
-                            "fork": 57, "vfork": 58, "clone3": 435}),
-    "aarch64": (0xC00000B7, {"socket": 198, "socketpair": 199, "io_uring_setup": 425,
-                             "clone": 220, "clone3": 435}),
-}  # fmt: skip
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "socketpair": 53,
+            "io_uring_setup": 425,
+            "clone": 56,
+            "fork": 57,
+            "vfork": 58,
+            "clone3": 435,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {"socket": 198, "socketpair": 199, "io_uring_setup": 425, "clone": 220, "clone3": 435},
+    ),
+}
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_EACCES, _ENOSYS, _X32_BIT, _CLONE_THREAD = 13, 38, 0x40000000, 0x00010000
+_EACCES, _ENOSYS, _X32_BIT, _CLONE_THREAD, _AF_UNIX = 13, 38, 0x40000000, 0x00010000, 1
 _SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0 = 0, 4, 16  # offsets in struct seccomp_data
 
 
@@ -88,24 +120,34 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
-def seccomp_program(allow_processes: bool) -> bytes | None:
-    """A classic BPF program for bwrap's --seccomp; None on a machine this does not know."""
+def seccomp_program(
+    allow_processes: bool, allow_sockets: bool = False, allow_unix_sockets: bool = False
+) -> bytes | None:
+    """A classic BPF program for bwrap's --seccomp; None on a machine this does not know.
+    `allow_unix_sockets` admits AF_UNIX only (the CUDA driver needs them; in the sandbox they can
+    reach nothing but the sandbox itself: its own network namespace, no host socket files)."""
     known = _ARCH.get(os.uname().machine)
     if known is None:
         return None
     audit_arch, numbers = known
     deny = _ERRNO | _EACCES
     program = [_insn(_LD_ABS, _SECCOMP_ARCH), _insn(_JEQ, audit_arch, 1, 0), _insn(_RET, deny),
-               _insn(_LD_ABS, _SECCOMP_NR), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny)]  # fmt: skip
-    refused = {"socket": deny, "socketpair": deny, "io_uring_setup": deny}
+               _insn(_LD_ABS, _SECCOMP_NR), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny),
+               _insn(_JEQ, numbers["io_uring_setup"], 0, 1), _insn(_RET, deny)]  # fmt: skip
+    if not allow_sockets:
+        for name in ("socket", "socketpair"):
+            if allow_unix_sockets:  # the family is the first argument
+                program += [_insn(_JEQ, numbers[name], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0)]
+                program += [_insn(_JEQ, _AF_UNIX, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]
+            else:
+                program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, deny)]
     if not allow_processes:
-        refused |= {"fork": deny, "vfork": deny, "clone3": _ERRNO | _ENOSYS}
-    for name, action in refused.items():
-        if name in numbers:
-            program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, action)]
-    if not allow_processes:  # clone: a thread, or refused
-        program += [_insn(_JEQ, numbers["clone"], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0),
-                    _insn(_JSET, _CLONE_THREAD, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]  # fmt: skip
+        for name, action in (("fork", deny), ("vfork", deny), ("clone3", _ERRNO | _ENOSYS)):
+            if name in numbers:
+                program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, action)]
+        # clone: a thread, or refused
+        program += [_insn(_JEQ, numbers["clone"], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0)]
+        program += [_insn(_JSET, _CLONE_THREAD, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]
     return b"".join(program + [_insn(_RET, _ALLOW)])
 
 
@@ -123,14 +165,28 @@ def site_paths() -> list[str]:
 
 
 def python_paths() -> list[str]:
-    """Read-only in the sandbox: the interpreter's installation and `site_paths()`."""
-    return sorted({sys.base_prefix, *site_paths()})
+    """Read-only in the sandbox: the interpreter, its standard library, headers and shared
+    library (never its whole prefix: for a system Python that is /usr, programs included),
+    and `site_paths()`."""
+    paths = sysconfig.get_paths()
+    found = {os.path.realpath(sys.executable), paths["stdlib"]}
+    found |= {paths["include"], sysconfig.get_config_var("LIBDIR") or ""}
+    return sorted(p for p in found | set(site_paths()) if p)
 
 
 def toolchain_paths() -> list[str]:
     """What Triton runs to build its CUDA launcher: the C compiler, assembler and linker."""
-    names = ("gcc", "cc", "as", "ld", "x86_64-linux-gnu-gcc-12", "x86_64-linux-gnu-as",
-             "x86_64-linux-gnu-ld", "x86_64-linux-gnu-ld.bfd", "ld.bfd")  # fmt: skip
+    names = (
+        "gcc",
+        "cc",
+        "as",
+        "ld",
+        "x86_64-linux-gnu-gcc-12",
+        "x86_64-linux-gnu-as",
+        "x86_64-linux-gnu-ld",
+        "x86_64-linux-gnu-ld.bfd",
+        "ld.bfd",
+    )
     found = {os.path.realpath(p) for p in filter(None, map(shutil.which, names))}
     found |= {p for p in filter(None, map(shutil.which, names))}
     return sorted(found)
@@ -158,29 +214,47 @@ def isolation() -> Isolation:
     if binary is None:
         why = "turned off" if os.environ.get(BWRAP_SWITCH) == "0" else "bubblewrap is not installed"
         return Isolation(False, f"none: {why}; candidates run as plain processes")
-    probe = [binary, "--unshare-all", "--unshare-user", "--die-with-parent",
-             "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"]  # fmt: skip
+    probe = [
+        binary,
+        "--unshare-all",
+        "--unshare-user",
+        "--die-with-parent",
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "true",
+    ]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Isolation(False, f"none: bubblewrap does not run here ({exc})")
     if done.returncode != 0:
         return Isolation(False, f"none: bubblewrap fails here ({done.stderr.strip()[:200]})")
-    return Isolation(True, "bubblewrap: own user, PID, mount, IPC, network and UTS namespaces; "
-                           "read-only Python, torch and triton; seccomp: no sockets, and on cpu "
-                           "no processes or programs")  # fmt: skip
+    return Isolation(
+        True,
+        "bubblewrap: own user, PID, mount, IPC, network and UTS namespaces; "
+        "read-only Python, torch and triton; seccomp: no sockets, and on cpu "
+        "no new processes",
+    )
 
 
 def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     """All a runner's environment: no variable of the engine's is passed on but the GPU choice."""
     env = {
         "PATH": "/usr/bin" if device == "cuda" else "",
-        "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
         "TRITON_CACHE_DIR": os.path.join(exchange, TRITON_CACHE_NAME),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPATH": os.pathsep.join([runner_root, *site_paths()]),
-        "KB_DEVICE": device, "KB_EXCHANGE": exchange,
-    }  # fmt: skip
+        "KB_DEVICE": device,
+        "KB_EXCHANGE": exchange,
+    }
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     for name in ("CUDA_VISIBLE_DEVICES", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
@@ -189,7 +263,7 @@ def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     return env
 
 
-def _bwrap_arguments(device: str, exchange: str) -> list[str]:
+def _bwrap_arguments(device: str, exchange: str, extra_ro: tuple[str, ...]) -> list[str]:
     args = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
             "--hostname", "runner", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
@@ -202,7 +276,7 @@ def _bwrap_arguments(device: str, exchange: str) -> list[str]:
                  "/usr/libexec/gcc", *toolchain_paths()]  # fmt: skip
         for node in sorted(glob.glob("/dev/nvidia*")):
             args += ["--dev-bind", node, node]
-    for path in [*libs, *python_paths()]:
+    for path in [*libs, *python_paths(), *extra_ro]:
         if os.path.islink(path) and path.count("/") == 1:
             args += ["--symlink", os.readlink(path), path]  # /lib -> usr/lib on merged-/usr
         elif os.path.exists(path):
@@ -225,7 +299,7 @@ def _prepare_child(device: str):
 
 @dataclass
 class RunnerLaunch:
-    """Everything `subprocess.Popen` needs to start one runner."""
+    """Everything `subprocess.Popen` needs to start one sandboxed program."""
 
     argv: list[str]
     env: dict
@@ -234,24 +308,32 @@ class RunnerLaunch:
     sandboxed: bool
 
 
-def runner_command(device: str, exchange: str, plain_root: str) -> RunnerLaunch:
-    """How to start a runner: inside bubblewrap where `isolation()` allows, else as a plain
-    process (`plain_root` then holds a `kbrunner` link to the package)."""
+def runner_command(
+    device: str, exchange: str, plain_root: str, module: str = "kbrunner",
+    profiling: tuple[str, ...] = (),
+) -> RunnerLaunch:  # fmt: skip
+    """How to start `python -m module` of the runner package: inside bubblewrap where
+    `isolation()` allows, else as a plain process (`plain_root` then holds a `kbrunner` link to
+    the package). `profiling` names the folders of a profiler that will wrap the command: they
+    are shown read-only, with the shell tools its launcher script needs, and sockets are allowed
+    (the profiler talks to its injection; the network namespace still holds only loopback)."""
     python = os.path.realpath(sys.executable)
-    module = [python, "-S", "-m", "kbrunner"]
+    program = [python, "-S", "-m", module]
     binary = bwrap_binary()
     if not isolation().sandboxed or binary is None:
         env = runner_environment(device, exchange, plain_root)
         env["HOME"] = env["TMPDIR"] = exchange
-        return RunnerLaunch(module, env, (), _prepare_child(device), False)
-    argv = [binary, *_bwrap_arguments(device, exchange)]
+        return RunnerLaunch(program, env, (), _prepare_child(device), False)
+    extra = (*profiling, "/usr/bin", "/bin") if profiling else ()
+    argv = [binary, *_bwrap_arguments(device, exchange, extra)]
     fds: tuple[int, ...] = ()
-    program = seccomp_program(allow_processes=device == "cuda")
-    if program is not None:
+    cuda = device == "cuda"
+    seccomp = seccomp_program(cuda, allow_sockets=bool(profiling), allow_unix_sockets=cuda)
+    if seccomp is not None:
         fd = os.memfd_create("kb-seccomp")
-        os.write(fd, program)
+        os.write(fd, seccomp)
         os.lseek(fd, 0, os.SEEK_SET)
         argv += ["--seccomp", str(fd)]
         fds = (fd,)
     env = runner_environment(device, EXCHANGE_MOUNT, RUNNER_ROOT)
-    return RunnerLaunch([*argv, "--", *module], env, fds, _prepare_child(device), True)
+    return RunnerLaunch([*argv, "--", *program], env, fds, _prepare_child(device), True)

@@ -1,109 +1,121 @@
-"""The worker's box: no secrets in its environment, no network, no processes from candidates."""
+"""The runner's box: bubblewrap namespaces, a seccomp filter, an environment without secrets."""
 
+import os
 import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from engine.backends.local import LocalBackend
-from engine.problems import load_problem
-from engine.worker import WorkerClient
-from engine.worker.sandbox import network_namespace_available, worker_environment
+from engine.worker.runner_process import RunnerProcess
+from engine.worker.sandbox import (
+    isolation,
+    runner_command,
+    runner_environment,
+    worker_environment,
+)
 
-CANDIDATES = Path(__file__).parent / "candidates"
+sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
 
 
-def test_environment_drops_keys_and_provider_variables():
+def test_judge_environment_drops_keys_and_provider_variables():
     base = {
-        "HOME": "/root", "PATH": "/bin", "OPENAI_API_KEY": "x", "ANTHROPIC_BASE_URL": "x",
-        "MY_SERVICE_TOKEN": "x", "AWS_REGION": "x", "HF_HOME": "x", "DB_PASSWORD": "x",
-        "GEMINI_MODEL": "x", "TRITON_INTERPRET": "1",
-    }  # fmt: skip
+        "HOME": "/root",
+        "PATH": "/bin",
+        "OPENAI_API_KEY": "x",
+        "ANTHROPIC_BASE_URL": "x",
+        "MY_SERVICE_TOKEN": "x",
+        "AWS_REGION": "x",
+        "HF_HOME": "x",
+        "DB_PASSWORD": "x",
+        "GEMINI_MODEL": "x",
+        "TRITON_INTERPRET": "1",
+    }
     env = worker_environment("cpu", base)
     assert {"HOME", "PATH", "PYTHONPATH", "TRITON_INTERPRET"} == set(env)
     assert env["TRITON_INTERPRET"] == "1"
     assert "TRITON_INTERPRET" not in worker_environment("cuda", base)
 
 
-def test_a_real_worker_sees_no_secret(monkeypatch):
+def test_runner_environment_holds_nothing_of_the_engines(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    monkeypatch.setenv("KB_TEST_TOKEN", "t")
-    probe = (
-        (CANDIDATES / "softmax_valid.py")
-        .read_text()
-        .replace(
-            "        x = x.contiguous()\n",
-            "        leaked = [k for k in os.environ if k.endswith(('_KEY', '_TOKEN'))]\n"
-            "        assert not leaked, leaked\n"
-            "        x = x.contiguous()\n",
-            1,
-        )
+    monkeypatch.setenv("SOME_SETTING", "value")
+    env = runner_environment("cpu", "/xchg", "/opt/kb")
+    assert not {"OPENAI_API_KEY", "SOME_SETTING"} & set(env)
+    assert env["HOME"] == "/tmp" and env["PATH"] == ""
+
+
+def run_boxed(code: str, device: str = "cpu") -> subprocess.CompletedProcess:
+    """`code` run by Python inside the runner's sandbox (the seccomp filter included)."""
+    exchange = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
+    launch = runner_command(device, exchange, plain_root=exchange)
+    argv = launch.argv[: launch.argv.index("--") + 1] + [launch.argv[-4], "-S", "-c", code]
+    done = subprocess.run(
+        argv,
+        env=launch.env,
+        pass_fds=launch.pass_fds,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=launch.preexec_fn,
     )
-    result = LocalBackend("cpu").check(load_problem("softmax"), "import os\n" + probe)
-    assert result.passed, result.message
+    for fd in launch.pass_fds:
+        os.close(fd)
+    return done
 
 
-@pytest.mark.skipif(not network_namespace_available(), reason="no user namespaces on this OS")
-def test_worker_runs_in_its_own_network_namespace():
-    client = WorkerClient("cpu")
-    try:
-        client._start()
-        assert client.isolation["network"] == "namespace (loopback only)"
-        assert client.isolation["audit_hook"] is True
-    finally:
-        client.close()
-
-
-def test_audit_hook_blocks_candidate_code_only(tmp_path):
-    candidate_dir = tmp_path / "candidates"
-    candidate_dir.mkdir()
-    (candidate_dir / "evil.py").write_text(
+@sandboxed
+def test_sandbox_refuses_sockets_and_processes_but_not_threads():
+    done = run_boxed(
         textwrap.dedent("""
-        import subprocess
-        def spawn():
-            return subprocess.run(["true"]).returncode
-        def write(path):
-            with open(path, "w") as f:
-                f.write("x")
-    """)
-    )
-    script = textwrap.dedent(f"""
-        import socket, subprocess, sys
-        sys.path.insert(0, {str(candidate_dir)!r})
-        from engine.worker.sandbox import SandboxViolation, install_audit_hook
-        violations = []
-        install_audit_hook({str(candidate_dir)!r}, violations)
-        import evil
+        import os, socket, threading
         outcomes = []
-        for attempt in (evil.spawn, lambda: evil.write({str(tmp_path / "out.txt")!r}),
-                        lambda: socket.create_connection(("127.0.0.1", 9))):
+        for attempt in (lambda: socket.socket(socket.AF_INET),
+                        lambda: socket.socket(socket.AF_UNIX),
+                        lambda: socket.socketpair(),
+                        os.fork):
             try:
                 attempt()
                 outcomes.append("allowed")
-            except SandboxViolation:
-                outcomes.append("blocked")
-        outcomes.append(str(subprocess.run(["true"]).returncode))  # the engine's own code
-        print(",".join(outcomes), len(violations))
+            except PermissionError:
+                outcomes.append("refused")
+        worker = threading.Thread(target=lambda: outcomes.append("thread"))
+        worker.start()
+        worker.join()
+        print(",".join(outcomes))
     """)
-    engine_side = tmp_path / "engine_side.py"
-    engine_side.write_text(script)
-    done = subprocess.run(
-        [sys.executable, str(engine_side)], capture_output=True, text=True, timeout=60,
-        env=worker_environment("cpu"),
-    )  # fmt: skip
-    assert done.stdout.split() == ["blocked,blocked,blocked,0", "3"], done.stderr
+    )
+    assert done.stdout.strip() == "refused,refused,refused,refused,thread", done.stderr
 
 
-def test_libraries_are_not_mistaken_for_the_standard_library():
-    """Triton runs ptxas on behalf of a candidate's launch: that call comes from a library in
-    site-packages, which in a plain (non-venv) Python lies inside the stdlib folder."""
-    import subprocess
+@sandboxed
+def test_sandbox_shows_no_project_home_sessions_or_programs():
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    home = os.path.expanduser("~")
+    hidden = [f"{project}/README.md", f"{project}/sessions", f"{home}/.bashrc", "/etc/shadow"]
+    hidden += ["/bin/sh", "/usr/bin/env", "/usr/bin/gcc"]
+    code = f"""
+import os
+print(os.getuid(), os.getpid(), os.listdir("."))
+print([p for p in {hidden!r} if os.path.exists(p)])
+print(open("/proc/net/dev").read().count(":"))
+print(open("/etc/passwd").read().split(":")[0])
+"""
+    done = run_boxed(code)
+    identity, visible, interfaces, users = done.stdout.strip().splitlines()
+    uid, pid, cwd = identity.split(maxsplit=2)
+    assert (uid, int(pid) < 10) == ("65534", True), done.stderr  # own user and PID namespace
+    assert cwd == "[]"  # an empty working folder
+    assert visible == "[]"
+    assert interfaces == "1"  # only the loopback of its own network namespace
+    assert users == "runner"  # its own user, not the machine's accounts
 
-    import triton
 
-    from engine.worker.sandbox import _is_stdlib
-
-    assert _is_stdlib(subprocess.__file__)
-    assert not _is_stdlib(triton.__file__)
+@sandboxed
+def test_a_runner_reports_its_namespace_and_dies_with_its_judge():
+    runner = RunnerProcess("cpu")
+    try:
+        ready = runner.wait_ready(120)
+        assert runner.sandboxed and ready["interfaces"] == ["lo"]
+    finally:
+        runner.close()
+    assert not os.path.exists(runner.exchange)

@@ -49,6 +49,11 @@ PROVIDER_PREFIXES = (
 RUNNER_PACKAGE = Path(__file__).resolve().parent.parent / "runner"
 # Where the sandbox shows the runner package, the exchange folder and the working folder.
 RUNNER_ROOT, EXCHANGE_MOUNT, WORK_MOUNT = "/opt/kb", "/xchg", "/sandbox"
+# The sandbox's only user and group (libraries that look the user up find it).
+IDENTITY_FILES = {
+    "/etc/passwd": "runner:x:65534:65534:runner:/tmp:/nonexistent\n",
+    "/etc/group": "runner:x:65534:\n",
+}
 # The runner's Triton cache lies in the exchange folder, so that the judge can keep it for the
 # candidate's next runner (its own only: candidates never share a cache).
 TRITON_CACHE_NAME = "triton-cache"
@@ -247,6 +252,8 @@ def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     env = {
         "PATH": "/usr/bin" if device == "cuda" else "",
         "HOME": "/tmp",
+        "USER": "runner",
+        "LOGNAME": "runner",
         "TMPDIR": "/tmp",
         "LANG": "C.UTF-8",
         "TRITON_CACHE_DIR": os.path.join(exchange, TRITON_CACHE_NAME),
@@ -257,10 +264,23 @@ def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     }
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    else:
+        env["TRITON_LIBCUDA_PATH"] = libcuda_dir()
     for name in ("CUDA_VISIBLE_DEVICES", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
         if name in os.environ:
             env[name] = os.environ[name]
     return env
+
+
+@functools.cache
+def libcuda_dir() -> str:
+    """Where libcuda lies, found out here: Triton asks /sbin/ldconfig, which the box lacks."""
+    try:
+        from triton.backends.nvidia.driver import libcuda_dirs
+
+        return libcuda_dirs()[0]
+    except Exception:  # no driver here: the runner will say so itself
+        return ""
 
 
 def _bwrap_arguments(device: str, exchange: str, extra_ro: tuple[str, ...]) -> list[str]:
@@ -326,14 +346,22 @@ def runner_command(
         return RunnerLaunch(program, env, (), _prepare_child(device), False)
     extra = (*profiling, "/usr/bin", "/bin") if profiling else ()
     argv = [binary, *_bwrap_arguments(device, exchange, extra)]
-    fds: tuple[int, ...] = ()
+    fds = []
+    for path, content in IDENTITY_FILES.items():  # the runner's user has a name
+        fds.append(_data_fd(content.encode()))
+        argv += ["--ro-bind-data", str(fds[-1]), path]
     cuda = device == "cuda"
     seccomp = seccomp_program(cuda, allow_sockets=bool(profiling), allow_unix_sockets=cuda)
     if seccomp is not None:
-        fd = os.memfd_create("kb-seccomp")
-        os.write(fd, seccomp)
-        os.lseek(fd, 0, os.SEEK_SET)
-        argv += ["--seccomp", str(fd)]
-        fds = (fd,)
+        fds.append(_data_fd(seccomp))
+        argv += ["--seccomp", str(fds[-1])]
     env = runner_environment(device, EXCHANGE_MOUNT, RUNNER_ROOT)
-    return RunnerLaunch([*argv, "--", *program], env, fds, _prepare_child(device), True)
+    return RunnerLaunch([*argv, "--", *program], env, tuple(fds), _prepare_child(device), True)
+
+
+def _data_fd(content: bytes) -> int:
+    """A memory file holding `content`, at offset 0, for bwrap to read."""
+    fd = os.memfd_create("kb-sandbox")
+    os.write(fd, content)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

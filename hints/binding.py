@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from engine.problems.loader import call_with_size, import_module_from
+from engine.problems.loader import import_module_from
 from engine.problems.trace import LAYOUT_OPS, canonical_op
+from engine.runner.calls import call_with_size
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import math
 
 import torch
 
-from engine.problems.loader import call_with_size, import_module_from
+from engine.problems.loader import import_module_from
+from engine.runner.calls import call_with_size
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import is_tensor

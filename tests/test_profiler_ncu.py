@@ -7,17 +7,14 @@ that replays the output recorded on the H200, since this machine has neither ncu
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from engine.problems import load_problem
 from engine.profiler import ncu_status, profile
-from engine.profiler.launch import NVTX_RANGE
 from engine.profiler.ncu import (
     REQUESTED_METRICS,
     SECTIONS,
@@ -26,6 +23,8 @@ from engine.profiler.ncu import (
     ncu_command,
     run_bounded,
 )
+from engine.runner.profile_launch import NVTX_RANGE
+from engine.worker.sandbox import isolation
 
 DATA = Path(__file__).parent / "data" / "ncu"
 CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
@@ -146,7 +145,7 @@ def test_failures_are_explained_in_plain_words():
     no_gpu = explain_failure("RuntimeError: Found no NVIDIA driver on your system.")
     assert no_gpu.startswith("no CUDA GPU")
     assert explain_failure("==PROF== Connected\n==ERROR== Unknown option '--bad'\nmore") == (
-        "==ERROR== Unknown option '--bad'"
+        "more | ==ERROR== Unknown option '--bad'"  # what the program said, then ncu's errors
     )
 
 
@@ -169,40 +168,6 @@ def test_ncu_status_is_cached_per_process():
     assert ncu_status() is ncu_status()
 
 
-def run_launcher(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "engine.profiler.launch", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=240,
-    )
-
-
-def test_launcher_rejects_an_unknown_size(tmp_path):
-    candidate = tmp_path / "candidate.py"
-    candidate.write_text(CANDIDATE)
-    done = run_launcher("--problem", str(RMSNORM), "--candidate", str(candidate), "--size", "huge")
-    assert done.returncode == 2
-    assert "no size 'huge'" in done.stderr and "its sizes are: tiny," in done.stderr
-
-
-def test_launcher_runs_one_forward_or_says_there_is_no_gpu(tmp_path):
-    candidate, facts = tmp_path / "candidate.py", tmp_path / "facts.json"
-    candidate.write_text(CANDIDATE)
-    done = run_launcher(
-        "--problem", str(RMSNORM), "--candidate", str(candidate), "--size", "tiny",
-        "--facts", str(facts),
-    )  # fmt: skip
-    if torch.cuda.is_available():
-        assert done.returncode == 0, done.stderr
-        # input and output of (2, 8, 5, 6) fp32: each moved once at least
-        assert json.loads(facts.read_text()) == {"bytes_min": 2 * 2 * 8 * 5 * 6 * 4}
-    else:
-        assert done.returncode == 2 and "no CUDA GPU" in done.stderr
-        assert not facts.exists()
-
-
 # --- the pipeline, against the stand-in ncu -----------------------------------------------------
 
 
@@ -220,9 +185,9 @@ def test_profile_runs_ncu_once_and_reads_the_report_twice(fake_ncu, monkeypatch)
     probe, run, raw, details = (call["args"] for call in logged)
     assert "--clock-control" in probe and "-c" in probe
     assert run[run.index("--nvtx-include") + 1] == f"{NVTX_RANGE}/"
-    launcher = run[run.index("-m") - 1 :]
-    assert launcher[:3] == [sys.executable, "-m", "engine.profiler.launch"]
-    assert launcher[launcher.index("--size") + 1] == "small"
+    assert run[-3:] == ["-S", "-m", "kbrunner.profile_launch"]  # the runner's launcher
+    if isolation().sandboxed:  # ... inside the candidate sandbox
+        assert run[run.index("--export") + 3].endswith("bwrap") and "--seccomp" in run
     assert (
         raw[raw.index("--page") + 1] == "raw" and details[details.index("--page") + 1] == "details"
     )

@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from engine.gate.correctness import build_models, make_inputs, reference_precision
-from engine.problems.loader import call_with_size, import_module_from
+from engine.problems.loader import import_module_from
+from engine.runner.calls import call_with_size
 from engine.timing.bench import make_timer, time_round_robin
 from engine.timing.stats import summarize
 

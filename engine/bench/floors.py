@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import torch
 
 from engine.problems import Problem, Size
-from engine.problems.loader import call_with_size, import_module_from
+from engine.problems.loader import import_module_from
 from engine.problems.trace import OpCall
+from engine.runner.calls import call_with_size
 
 MATMUL_OPS = frozenset("matmul mm bmm mv addmm addmv baddbmm linear dot inner".split())
 CONV_OPS = frozenset("conv1d conv2d conv3d".split())

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.gate.precision import gate_tolerance
-from engine.problems.loader import call_with_size
+from engine.runner.calls import call_with_size
 
 # Elements per slice when measuring error, so full-size float64 temporaries stay small.
 ERROR_CHUNK = 1 << 26

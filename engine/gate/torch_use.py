@@ -39,8 +39,9 @@ def check_torch_use(ops: list[str], replaced: frozenset[str], allowed: frozenset
     for op in ops:
         if op in EVASIONS:
             raise CandidateRejected(
-                "torch_compute", f"ModelNew.forward {EVASIONS[op]}; forward launches Triton "
-                "kernels on the calling thread and leaves torch's modes alone"
+                "torch_compute",
+                f"ModelNew.forward {EVASIONS[op]}; forward launches Triton "
+                "kernels on the calling thread and leaves torch's modes alone",
             )
     for op in ops:
         name = canonical_aten(op)

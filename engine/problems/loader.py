@@ -14,6 +14,7 @@ import torch
 
 from engine.problems.problem import PRECISION_POLICIES, TIERS, Problem, Size
 from engine.problems.trace import trace_on_meta
+from engine.runner.calls import call_with_size
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
@@ -56,14 +57,6 @@ def import_module_from(path: Path, what: str) -> ModuleType:
     finally:
         sys.modules.pop(name, None)
     return module
-
-
-def call_with_size(fn, params: dict):
-    """Call get_inputs/get_init_inputs with the size parameters that it accepts."""
-    sig = inspect.signature(fn)
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return fn(**params)
-    return fn(**{k: v for k, v in params.items() if k in sig.parameters})
 
 
 def read_sizes(module: ModuleType, path: Path) -> tuple[Size, ...]:

@@ -23,11 +23,13 @@ from pathlib import Path
 from engine.problems import Problem
 from engine.profiler import diagnosis as dg
 from engine.profiler.csvparse import RawPage, parse_details, parse_raw
-from engine.profiler.launch import NVTX_RANGE
-from engine.worker.sandbox import worker_environment
+from engine.runner.profile_launch import NVTX_RANGE
+from engine.worker.runner_process import EXCHANGE_PARENT
+from engine.worker.sandbox import RUNNER_PACKAGE, runner_command, worker_environment
 
 # Where Nsight Compute installs itself when it is not on PATH.
-NCU_FALLBACKS = ("/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/bin/ncu")
+NCU_INSTALLS = "/opt/nvidia/nsight-compute/*"
+NCU_FALLBACKS = (f"{NCU_INSTALLS}/ncu", "/usr/local/cuda/bin/ncu")
 SECTIONS = (
     "SpeedOfLight",
     "Occupancy",
@@ -124,10 +126,11 @@ def explain_failure(output: str) -> str:
 
 
 def tail(output: str, lines: int = 6) -> str:
-    """ncu's error lines if any, else the last lines of the output, on one line."""
+    """ncu's error lines and the last lines the program printed before them, on one line."""
     kept = [line.strip() for line in output.splitlines() if line.strip()]
     errors = [line for line in kept if line.startswith("==ERROR==")]
-    return " | ".join((errors or kept)[-lines:])
+    program = [line for line in kept if not line.startswith("==")]
+    return " | ".join(program[-lines:] + errors[-lines:])
 
 
 @functools.cache
@@ -173,11 +176,19 @@ def import_command(ncu: str, report: Path, page: str) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", page, "--print-units", "base"]
 
 
-def launcher_command(problem: Problem, candidate: Path, size_label: str, facts: Path):
-    return [
-        sys.executable, "-m", "engine.profiler.launch", "--problem", str(problem.path),
-        "--candidate", str(candidate), "--size", size_label, "--facts", str(facts),
-    ]  # fmt: skip
+def sandboxed_launcher(ncu: str, exchange: Path, problem: Problem, source: str, size_label: str):
+    """The profiled program: the runner's launcher in the candidate sandbox (sockets allowed for
+    ncu's injection), its inputs written to `exchange`, where it writes facts.json."""
+    (exchange / "problem.py").write_text(problem.path.read_text())
+    (exchange / "candidate.py").write_text(source)
+    spec = {"problem": "problem.py", "candidate": "candidate.py",
+            "params": problem.size(size_label).params}  # fmt: skip
+    (exchange / "profile.json").write_text(json.dumps(spec))
+    (exchange / "kbrunner").symlink_to(RUNNER_PACKAGE)
+    # ncu's folder, and every Nsight Compute install (a wrapper on PATH may start another).
+    roots = {str(Path(os.path.realpath(ncu)).parent), *glob.glob(NCU_INSTALLS)}
+    return runner_command("cuda", str(exchange), str(exchange), "kbrunner.profile_launch",
+                          profiling=tuple(sorted(roots)))  # fmt: skip
 
 
 def unavailable(why: str, gpu_seconds: float = 0.0) -> dict:
@@ -224,12 +235,24 @@ def diagnose_range(raw: RawPage, details_text: str, bytes_min: float | None) -> 
 
 def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
     ncu = find_ncu()
-    candidate, facts, report = workdir / "candidate.py", workdir / "facts.json", workdir / "launch"
-    candidate.write_text(source)
-    env = worker_environment("cuda")  # no keys or tokens; this checkout on PYTHONPATH
-    command = ncu_command(ncu, report, launcher_command(problem, candidate, size_label, facts))
+    launch = sandboxed_launcher(ncu, workdir, problem, source, size_label)
+    # ncu itself runs outside, without secrets; the sandboxed program gets the runner's variables
+    # through ncu, which adds those of its injection.
+    env = {**worker_environment("cuda"), **launch.env}
+    command = ncu_command(ncu, workdir / "launch", launch.argv)
     started = time.monotonic()
-    status, output = run_bounded(command, timeout_s, env=env, cwd=workdir)
+    try:
+        status, output = run_bounded(
+            command,
+            timeout_s,
+            env=env,
+            cwd=workdir,
+            pass_fds=launch.pass_fds,
+            preexec_fn=launch.preexec_fn,
+        )
+    finally:
+        for fd in launch.pass_fds:
+            os.close(fd)
     seconds = time.monotonic() - started
     if status is None:
         return unavailable(f"ncu ran past {timeout_s:g} s and was stopped", seconds)
@@ -241,7 +264,7 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
     pages = {}
     for page in ("raw", "details"):
         page_status, pages[page] = run_bounded(
-            import_command(ncu, reports[0], page), IMPORT_TIMEOUT_S, env=env
+            import_command(ncu, reports[0], page), IMPORT_TIMEOUT_S, env=worker_environment("cuda")
         )
         if page_status != 0:
             why = f"reading the report's {page} page failed: {tail(pages[page])}"
@@ -249,9 +272,19 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
     raw = parse_raw(pages["raw"])
     if not raw.rows:
         return unavailable(NOTHING_PROFILED, seconds)
-    bytes_min = json.loads(facts.read_text())["bytes_min"] if facts.exists() else None
+    facts = workdir / "facts.json"
+    bytes_min = _bytes_min(facts)
     result = diagnose_range(raw, pages["details"], bytes_min)
     return {**result, "size": size_label, "bytes_min": bytes_min, "gpu_seconds": seconds}
+
+
+def _bytes_min(facts: Path) -> float | None:
+    """The launcher's figure, written inside the sandbox: a number or nothing."""
+    try:
+        value = json.loads(facts.read_text()[:1000])["bytes_min"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value >= 0 else None
 
 
 def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float = 300) -> dict:
@@ -265,7 +298,7 @@ def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float 
     if not usable:
         return unavailable(why)
     try:
-        with tempfile.TemporaryDirectory(prefix="kernelbrain-ncu-") as workdir:
+        with tempfile.TemporaryDirectory(prefix="kernelbrain-ncu-", dir=EXCHANGE_PARENT) as workdir:
             return profile_in(Path(workdir), problem, source, size_label, timeout_s)
     except Exception as exc:  # the contract: a failed profile never stops the search
         return unavailable(f"the profiler failed: {type(exc).__name__}: {exc}")

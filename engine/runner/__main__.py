@@ -24,9 +24,11 @@ def main() -> int:
     import torch  # noqa: F401  (imported before the judge is told the runner is ready)
 
     from .session import RunnerSession
+    from .warmup import warm_up
 
     device, exchange = os.environ["KB_DEVICE"], os.environ["KB_EXCHANGE"]
     session = RunnerSession(device, exchange)
+    warm_up(device)
     interfaces = network_interfaces()
     replies.write(json.dumps({"ready": True, "pid": os.getpid(), "interfaces": interfaces}) + "\n")
     for line in sys.stdin:

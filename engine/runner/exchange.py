@@ -10,10 +10,19 @@ import torch
 DTYPES = {
     str(d).removeprefix("torch."): d
     for d in (
-        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-        torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64,
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
     )
-}  # fmt: skip
+}
 
 
 class ExchangeError(ValueError):
@@ -49,7 +58,9 @@ def read_tensor(folder: str, desc: dict, shared: bool = False) -> torch.Tensor:
     expected = numel * torch.empty((), dtype=dtype).element_size()
     size = os.path.getsize(path)
     if size != expected:
-        raise ExchangeError(f"{name} holds {size} bytes; {shape} of {desc['dtype']} needs {expected}")
+        raise ExchangeError(
+            f"{name} holds {size} bytes; {shape} of {desc['dtype']} needs {expected}"
+        )
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     flat = torch.from_file(path, shared=shared, size=numel, dtype=dtype)
@@ -65,8 +76,10 @@ def encode_values(folder: str, prefix: str, values) -> list[dict]:
         elif value is None or isinstance(value, (bool, int, float, str, list, tuple)):
             encoded.append({"value": value})
         else:
-            raise ExchangeError(f"argument {i} is a {type(value).__name__}; only tensors and plain "
-                                "values cross to the runner")  # fmt: skip
+            raise ExchangeError(
+                f"argument {i} is a {type(value).__name__}; only tensors and plain "
+                "values cross to the runner"
+            )
     return encoded
 
 

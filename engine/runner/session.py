@@ -56,8 +56,14 @@ class RunnerSession:
         op = message.get("op")
         handler = getattr(self, f"op_{op}", None)
         if handler is None:
-            return {"error": {"type": "ProtocolError", "message": f"unknown op {op!r}",
-                              "triton": False, "frames": []}}  # fmt: skip
+            return {
+                "error": {
+                    "type": "ProtocolError",
+                    "message": f"unknown op {op!r}",
+                    "triton": False,
+                    "frames": [],
+                }
+            }
         try:
             return handler(message)
         except BaseException as exc:  # every failure of the candidate is the judge's to classify
@@ -140,7 +146,9 @@ class RunnerSession:
         """The last timed call's outputs at the flat positions the judge picked after it ran."""
         index = torch.tensor(message["indices"], dtype=torch.int64)
         picked = [
-            o.reshape(-1)[index.to(o.device) % max(o.numel(), 1)] if isinstance(o, torch.Tensor) else o
+            o.reshape(-1)[index.to(o.device) % max(o.numel(), 1)]
+            if isinstance(o, torch.Tensor)
+            else o
             for o in _outputs(self.last_output)
         ]
         return {"outputs": self._write_outputs(picked, message["tag"])}

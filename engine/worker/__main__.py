@@ -67,16 +67,18 @@ def main() -> int:
     pool = RunnerPool()
     exit_with_parent(pool)
     box = isolation()
-    send({"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed,
-          "isolation": box.detail})  # fmt: skip
+    send(
+        {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}
+    )
     try:
         for line in sys.stdin:
             if not line.strip():
                 continue
             request = json.loads(line)
             runner = pool.take(request["device"])
-            result = evaluate(request, lambda phase: send({"event": "phase", "phase": phase}),
-                              runner)  # fmt: skip
+            result = evaluate(
+                request, lambda phase: send({"event": "phase", "phase": phase}), runner
+            )
             send({"event": "result", "result": result})
     finally:
         pool.close()

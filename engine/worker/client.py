@@ -43,16 +43,23 @@ class Timeouts:
 
 def _failure(reason: str, message: str) -> dict:
     return {
-        "passed": False, "reason": reason, "message": message, "error": None,
-        "tolerance": None, "precision": "fp32", "samples": {}, "fatal": True,
-    }  # fmt: skip
+        "passed": False,
+        "reason": reason,
+        "message": message,
+        "error": None,
+        "tolerance": None,
+        "precision": "fp32",
+        "samples": {},
+        "fatal": True,
+    }
 
 
 class WorkerClient:
     """One worker subprocess on one device; `run` never raises for a bad candidate."""
 
-    def __init__(self, device: str = "cpu", gpu: int | None = None,
-                 timeouts: Timeouts | None = None):  # fmt: skip
+    def __init__(
+        self, device: str = "cpu", gpu: int | None = None, timeouts: Timeouts | None = None
+    ):
         self.device = device
         self.gpu = gpu
         self.timeouts = timeouts or Timeouts()
@@ -73,9 +80,15 @@ class WorkerClient:
         command = [sys.executable, "-m", "engine.worker"]
         self.starts += 1
         self.proc = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, text=True, bufsize=1, start_new_session=True,
-        )  # fmt: skip
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         self._messages: queue.Queue = queue.Queue()
         self._stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
         threading.Thread(target=self._read_stdout, args=(self.proc,), daemon=True).start()
@@ -169,8 +182,11 @@ class WorkerClient:
             if message == "timeout":
                 limit = self.timeouts.for_phase(phase)
                 self._kill()
-                what = {"compile": "compiling and the first run", "run": "one run",
-                        "time": "timing one size"}[phase]  # fmt: skip
+                what = {
+                    "compile": "compiling and the first run",
+                    "run": "one run",
+                    "time": "timing one size",
+                }[phase]
                 result = _failure(
                     "timeout",
                     f"{what} took longer than its {limit:g} s deadline (endless loop or a kernel "

@@ -38,8 +38,13 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
         return "launch_error", f"{text}{where}"
     if phase == "compile" and error.get("triton") is True:
         return "compile_error", f"Triton could not compile the kernel: {text}{where}"
-    if phase == "compile" and error.get("type") in ("ImportError", "SyntaxError", "NameError",
-                                                     "ModuleNotFoundError", "AttributeError"):
+    if phase == "compile" and error.get("type") in (
+        "ImportError",
+        "SyntaxError",
+        "NameError",
+        "ModuleNotFoundError",
+        "AttributeError",
+    ):
         return "compile_error", f"importing the candidate failed: {text}{where}"
     if error.get("type") == "PermissionError" or "Permission denied" in text:
         return "forbidden_import", (

@@ -90,8 +90,9 @@ class Evaluation:
         dtype and shape, on the judge's device."""
         check_structure(described, expected)
         try:
-            return [read_tensor(self.runner.exchange, d["tensor"]).to(self.device)
-                    for d in described]  # fmt: skip
+            return [
+                read_tensor(self.runner.exchange, d["tensor"]).to(self.device) for d in described
+            ]
         except (ExchangeError, OSError) as exc:
             raise CandidateRejected("protocol_violation", f"unreadable output: {exc}") from exc
 
@@ -102,10 +103,16 @@ class Evaluation:
 
     def build(self, model, init: list, seed: int) -> None:
         folder = self.runner.exchange
-        state = {k: encode_values(folder, f"w{self.tag()}_", [v])[0]["tensor"]
-                 for k, v in model.state_dict().items()}  # fmt: skip
-        message = {"op": "build", "init": encode_values(folder, f"i{self.tag()}_", init),
-                   "seed": seed, "state": state}  # fmt: skip
+        state = {
+            k: encode_values(folder, f"w{self.tag()}_", [v])[0]["tensor"]
+            for k, v in model.state_dict().items()
+        }
+        message = {
+            "op": "build",
+            "init": encode_values(folder, f"i{self.tag()}_", init),
+            "seed": seed,
+            "state": state,
+        }
         self.ask(message, "building ModelNew")
 
     def encode(self, inputs: list) -> list[dict]:
@@ -157,8 +164,9 @@ class Evaluation:
                 "from this call's inputs, never from a cache",
             )
         precision = self.precision(inputs)
-        error, tolerance = check_error(outputs, reference, self.request.get("tolerance"),
-                                       self.policy, precision)  # fmt: skip
+        error, tolerance = check_error(
+            outputs, reference, self.request.get("tolerance"), self.policy, precision
+        )
         self.errors.append((error, tolerance))
         self.precisions.append(precision)
         return print_
@@ -178,8 +186,10 @@ class Evaluation:
         seed = timing["seed"]
         model, init = build_model(problem, size["params"], seed, self.device)
         self.build(model, init, seed)
-        input_sets = [make_inputs(problem, size["params"], seed + k, self.device)
-                      for k in range(max(1, timing["input_sets"]))]  # fmt: skip
+        input_sets = [
+            make_inputs(problem, size["params"], seed + k, self.device)
+            for k in range(max(1, timing["input_sets"]))
+        ]
         self.next_run()
         samples = time_size(self, model, input_sets, timing, self.calibration)
         del input_sets
@@ -248,3 +258,5 @@ def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
         return job.verdict(passed=False, reason=reason, message=message)
     finally:
         runner.close(keep=runner_cache if cache else None, into=cache)
+        if job.device == "cuda":  # the next runner needs the GPU memory this judge cached
+            torch.cuda.empty_cache()

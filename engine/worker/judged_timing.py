@@ -22,7 +22,12 @@ import statistics
 
 import torch
 
-from engine.gate.correctness import CandidateRejected, compute_reference, normalized_error
+from engine.gate.correctness import (
+    CandidateRejected,
+    as_list,
+    normalized_error,
+    reference_float64,
+)
 from engine.runner.session import shift_inputs
 from engine.runner.timer import Bracket, noop
 from engine.worker.failures import classify_error
@@ -36,8 +41,10 @@ SAMPLE_TOLERANCE_FACTOR = 4.0
 # of the figures, plus per call and in all an allowance for scheduling noise (the cpu backend's
 # runners share two cores with a runner starting beside them: its noise is larger).
 TAMPER_SHARE = 0.25
-NOISE_MS = {"cuda": {"per_call": 0.2, "fixed": 20.0, "fetch": 1.0},
-            "cpu": {"per_call": 5.0, "fixed": 200.0, "fetch": 100.0}}  # fmt: skip
+NOISE_MS = {
+    "cuda": {"per_call": 0.2, "fixed": 20.0, "fetch": 1.0},
+    "cpu": {"per_call": 5.0, "fixed": 200.0, "fetch": 100.0},
+}
 EVENT_AFTER_HOST_MS = 0.05  # CUDA events lie inside the host bracket, up to clock skew
 
 
@@ -61,7 +68,6 @@ class JudgeClock:
         self.timing = timing
         self.rng = random.Random(timing["seed"] * 7919 + 17)
         self.bracket = Bracket(job.device)
-        self.references: dict[int, object] = {}  # input set -> Reference of its contents now
 
     def request(self, message: dict, what: str) -> tuple[dict, float]:
         reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
@@ -74,15 +80,17 @@ class JudgeClock:
 
     def verify(self, set_index: int) -> float:
         """Fetch the last call's outputs at random positions and check them; the fetch's wall."""
-        reference = self.references.get(set_index)
-        if reference is None:
-            reference = compute_reference(self.model, self.input_sets[set_index])
-            self.references[set_index] = reference
-        message = self.fetch_message(reference.ref64[0].numel())
+        with torch.no_grad():
+            expected = as_list(self.model(*self.input_sets[set_index]))
+        message = self.fetch_message(expected[0].numel())
         reply, wall = self.request(message, "fetching a timed output")
+        # The reference of the set's contents now, computed here and kept only at the positions
+        # fetched (a full-size float64 reference is large; the judge holds GPU memory briefly).
         index = torch.tensor(message["indices"], dtype=torch.int64)
-        picked = [r.reshape(-1)[index.to(r.device)] for r in reference.ref64]
-        shapes = [e.reshape(-1)[index.to(e.device)] for e in reference.expected]
+        ref64 = reference_float64(self.model, self.input_sets[set_index])
+        picked = [r.reshape(-1)[index.to(r.device)] for r in ref64]
+        shapes = [e.reshape(-1)[index.to(e.device)] for e in expected]
+        del ref64, expected
         outputs = self.job.read_outputs(reply.get("outputs", []), shapes)
         error = max(normalized_error(o, r) for o, r in zip(outputs, picked, strict=True))
         allowed = SAMPLE_TOLERANCE_FACTOR * max(e[1] for e in self.job.errors or [(0, 1e-5)])
@@ -97,8 +105,9 @@ class JudgeClock:
 
     def run(self) -> dict:
         encoded = [self.job.encode(s) for s in self.input_sets]
-        self.request({"op": "time_begin", "sets": encoded, "warmup": self.timing["warmup"]},
-                     "warming up")  # fmt: skip
+        self.request(
+            {"op": "time_begin", "sets": encoded, "warmup": self.timing["warmup"]}, "warming up"
+        )
         with torch.no_grad():
             for r in range(self.timing["warmup"]):
                 self.model(*self.input_sets[r % len(self.input_sets)])
@@ -144,7 +153,6 @@ class JudgeClock:
         shift = self.rng.randrange(1, 1 << 30)
         self.request({"op": "shift", "shift": shift}, "changing the inputs")
         shift_inputs(self.input_sets, shift)
-        self.references.clear()
 
     def check_fetch(self, fetched: float, host: float) -> None:
         """A fetch costs what a no-op's fetch costs: more means the call's work was deferred."""
@@ -181,8 +189,9 @@ def calibrate(runner, deadline_s: float) -> tuple[float, float, float]:
         host, event = _number(reply, "host_ms"), _number(reply, "event_ms")
         overheads.append(wall - host)
         syncs.append(host - event)
-        _, fetch_wall = runner.timed_request(fetch_message("cal", 1 << 16, rng), deadline_s,
-                                             "calibrating")  # fmt: skip
+        _, fetch_wall = runner.timed_request(
+            fetch_message("cal", 1 << 16, rng), deadline_s, "calibrating"
+        )
         fetches.append(fetch_wall)
     return statistics.median(overheads), statistics.median(fetches), statistics.median(syncs)
 

@@ -41,10 +41,17 @@ class RunnerProcess:
         launch = runner_command(device, self.exchange, plain_root=self.exchange)
         self.sandboxed = launch.sandboxed
         self.proc = subprocess.Popen(
-            launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=launch.env, pass_fds=launch.pass_fds, preexec_fn=launch.preexec_fn,
-            start_new_session=True, text=True, bufsize=1,
-        )  # fmt: skip
+            launch.argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=launch.env,
+            pass_fds=launch.pass_fds,
+            preexec_fn=launch.preexec_fn,
+            start_new_session=True,
+            text=True,
+            bufsize=1,
+        )
         for fd in launch.pass_fds:
             os.close(fd)
         self._replies: queue.Queue = queue.Queue()
@@ -70,8 +77,11 @@ class RunnerProcess:
             line = self._replies.get(timeout=deadline_s)
         except queue.Empty:
             self.close()
-            raise RunnerFailed("timeout", f"{what} took longer than its {deadline_s:g} s deadline "
-                               "(an endless loop or a kernel that never ends?)") from None  # fmt: skip
+            raise RunnerFailed(
+                "timeout",
+                f"{what} took longer than its {deadline_s:g} s deadline "
+                "(an endless loop or a kernel that never ends?)",
+            ) from None
         if line is None:
             raise RunnerFailed("crash", self._death_message())
         try:
@@ -80,8 +90,11 @@ class RunnerProcess:
             reply = None
         if not isinstance(reply, dict):
             self.close()
-            raise RunnerFailed("protocol", "the runner answered with something that is not a "
-                               "reply (did the candidate write to the runner's channel?)")  # fmt: skip
+            raise RunnerFailed(
+                "protocol",
+                "the runner answered with something that is not a "
+                "reply (did the candidate write to the runner's channel?)",
+            )
         return reply
 
     def wait_ready(self, deadline_s: float) -> dict:

@@ -1,0 +1,70 @@
+"""`python -S -m kbrunner.profile_launch` (inside the sandbox, under Nsight Compute): one forward
+call of the candidate inside an NVTX range.
+
+Reads profile.json from the exchange folder ({"problem": file, "candidate": file, "params": {...}}),
+builds the size's inputs on cuda and ModelNew like Model, warms up twice (Triton compiles there),
+then pushes NVTX_RANGE around exactly one forward call, and writes facts.json: {"bytes_min": the
+bytes of the inputs, the module's parameters and buffers and the outputs, which any implementation
+must move at least once}.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import torch
+
+from .calls import call_with_size
+
+NVTX_RANGE = "kernelbrain_profile"
+WARMUP_CALLS = 2
+
+
+def tensor_bytes(values) -> int:
+    values = values if isinstance(values, (list, tuple)) else [values]
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def import_file(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_in_range(reference, candidate, params: dict) -> dict:
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        inputs = call_with_size(reference.get_inputs, params)
+        model = candidate.ModelNew(*call_with_size(reference.get_init_inputs, params))
+    for _ in range(WARMUP_CALLS):
+        model(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    output = model(*inputs)
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
+    state = [*model.parameters(), *model.buffers()]
+    return {"bytes_min": tensor_bytes(inputs) + tensor_bytes(state) + tensor_bytes(output)}
+
+
+def main() -> int:
+    exchange = os.environ["KB_EXCHANGE"]
+    with open(os.path.join(exchange, "profile.json")) as f:
+        spec = json.load(f)
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: the profiler launcher needs one", file=sys.stderr)
+        return 2
+    reference = import_file(os.path.join(exchange, spec["problem"]), "problem")
+    candidate = import_file(os.path.join(exchange, spec["candidate"]), "candidate")
+    facts = run_in_range(reference, candidate, spec["params"])
+    with open(os.path.join(exchange, "facts.json"), "w") as f:
+        json.dump(facts, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

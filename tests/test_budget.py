@@ -36,3 +36,18 @@ def test_ledger_stops_at_first_limit_spent():
     assert ledger.gpu_seconds_by_rung == {"0": 3.0, "1": 4.0}
     assert ledger.share(4.0) == pytest.approx(4 / 7)
     assert ledger.left(limits)["gpu_seconds"] == 93
+
+
+@pytest.mark.parametrize("nothing", ["0evals", "0m", "0.0h", "$0", "0gpu-s"])
+def test_a_limit_of_nothing_is_refused(nothing):
+    with pytest.raises(BudgetError, match="above zero"):
+        parse_budget([nothing])
+    with pytest.raises(BudgetError, match="above zero"):
+        parse_budget_increase(f"+{nothing}")
+
+
+def test_an_empty_budget_is_refused_not_unlimited():
+    with pytest.raises(BudgetError, match="empty"):
+        parse_budget([""])
+    with pytest.raises(BudgetError, match="empty"):
+        parse_budget([" , "])

@@ -18,37 +18,48 @@ _PATTERNS = (
 )
 
 
+ACCEPTED_BUDGETS = (
+    "use wall time (30m, 2h, 90s), GPU-seconds (600gpu-s), evaluations (200evals) or LLM "
+    "dollars ($5); several at once are separated by commas"
+)
+
+
 class BudgetError(ValueError):
     pass
 
 
 def parse_budget_item(text: str) -> tuple[str, float]:
-    """One budget term, e.g. `30m` -> ("wall_seconds", 1800)."""
+    """One budget term, e.g. `30m` -> ("wall_seconds", 1800); zero is refused."""
     item = text.strip().lower()
     for pattern, kind in _PATTERNS:
         m = pattern.match(item)
         if m:
             value = float(m.group(1))
+            if value <= 0:
+                raise BudgetError(
+                    f"budget {text!r} allows nothing: give a limit above zero, e.g. 30m"
+                )
             if kind == "wall_seconds":
                 value *= _UNITS[m.group(2)]
             return kind, value
-    raise BudgetError(
-        f"cannot read budget {text!r}: use wall time (30m, 2h, 90s), GPU-seconds (600gpu-s), "
-        "evaluations (200evals) or LLM dollars ($5); several at once are separated by commas"
-    )
+    raise BudgetError(f"cannot read budget {text!r}: {ACCEPTED_BUDGETS}")
 
 
 def parse_budget(texts: list[str]) -> dict[str, float]:
+    """Limits from `--budget` texts; at least one is needed (no limit at all is refused)."""
     limits: dict[str, float] = {}
     for text in texts:
         for part in filter(None, (p.strip() for p in text.split(","))):
             kind, value = parse_budget_item(part)
             limits[kind] = value
+    if not limits:
+        raise BudgetError(f"the budget {', '.join(texts)!r} is empty: {ACCEPTED_BUDGETS}")
     return limits
 
 
 def parse_budget_increase(text: str) -> tuple[str, float]:
-    """`+10m`, `+100evals`: how much to add to one limit."""
+    """`+10m`, `+100evals`: how much to raise one limit by (the engine raises only the limits a
+    session has: adding budget never creates one, which would shorten the run)."""
     if not text.startswith("+"):
         raise BudgetError(f"budget increase {text!r} must start with '+', e.g. +10m or +50evals")
     return parse_budget_item(text[1:])

@@ -47,7 +47,8 @@ def apply_command(engine, command: dict) -> tuple[str, str, object]:
             kind, amount = parse_budget_increase(command.get("amount") or "")
         except BudgetError as exc:
             return "rejected", str(exc), None
-        base = engine.limits.get(kind, engine.ledger.spent(kind))
-        engine.limits[kind] = base + amount
+        if kind not in engine.limits:  # adding budget never creates a limit: it only adds
+            return "applied", f"no {kind} limit: it stays unlimited", None
+        engine.limits[kind] += amount
         return "applied", f"budget {kind} now {engine.limits[kind]:g}", None
     return "rejected", f"unknown command {name!r}", None

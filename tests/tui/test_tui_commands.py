@@ -119,18 +119,22 @@ async def test_unpause_lets_the_engine_go_on_and_pause_stops_it(live_engine):
     assert read_snapshot(paths)["state"] == "paused"
 
 
-async def test_added_budget_is_applied_and_reported(live_engine):
+async def test_added_wall_time_never_shortens_a_run_without_a_wall_limit(live_engine):
+    """`+` adds ten minutes of wall time to a session with only an evaluations limit: wall time
+    stays unlimited (adding budget never creates a limit, which would shorten the run)."""
     app = KernelBrainApp(live_engine.paths, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         sent = await press_and_catch(pilot, live_engine, "plus")
         assert (sent["command"], sent["amount"]) == ("budget", "+10m")
         record = await acknowledged(pilot, sent)
-        assert record["status"] == "applied"
-        assert record["message"].startswith("budget wall_seconds now ")
-        assert any("budget +10m applied" in n.message for n in app._notifications)
+        assert (record["status"], record["message"]) == (
+            "applied",
+            "no wall_seconds limit: it stays unlimited",
+        )
+        assert any("budget +10m applied: no wall_seconds" in n.message for n in app._notifications)
         limits = read_snapshot(live_engine.paths)["budget"]["limits"]
-        assert limits["wall_seconds"] >= 600
+        assert limits.get("wall_seconds") is None and limits["evaluations"] > 1000
 
 
 async def test_cursor_stays_on_its_candidate_when_rows_reorder(live_engine):

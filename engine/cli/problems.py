@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 
-from engine.problems import builtin_names, load_problem
 from engine.problems.problem import TIERS
 
 
@@ -18,6 +17,8 @@ def describe(size) -> str:
 
 
 def run(args) -> int:
+    from engine.problems import builtin_names, load_problem  # torch loads for this command only
+
     for name in builtin_names():
         problem = load_problem(name)
         doc = (ast.get_docstring(ast.parse(problem.source)) or "").split("\n")[0]

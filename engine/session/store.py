@@ -4,7 +4,9 @@ continue. Only the engine that holds the session lock opens it for writing."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,23 @@ class StepWrite:
     state: dict[str, object] = field(default_factory=dict)
     commands: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)
+
+
+@contextmanager
+def interrupts_deferred():
+    """Hold a Ctrl-C until the block ends, then deliver it: DuckDB would cut the statement it
+    runs short with a RuntimeError instead. Only the main thread handles signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -164,6 +183,10 @@ class Store:
         """Write one step atomically: all of it or, if the process dies, none of it."""
         # A candidate changed twice in one step (generated, then popped) is written once.
         candidates = list({c.id: c for c in write.candidates}.values())
+        with interrupts_deferred():
+            self._write_step(write, candidates)
+
+    def _write_step(self, write: StepWrite, candidates: list[Candidate]) -> None:
         self.db.execute("BEGIN")
         try:
             self._delete("candidates", "id", [c.id for c in candidates])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,6 +16,22 @@ from pathlib import Path
 
 CANDIDATE_COMMANDS = ("pin", "unpin", "veto")  # the commands that name a candidate
 CONTROL_COMMANDS = (*CANDIDATE_COMMANDS, "pause", "unpause", "budget", "stop")
+# A session is one folder of the sessions folder: its name holds no separator and no `..`, and
+# does not start with a dot (the engine stages hidden files beside its own).
+SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SESSION_NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or a digit"
+LISTED_IN_ERRORS = 10  # session names a "no session" message lists, at most
+# What a message suggests adding to a spent limit, by kind (engine.search.budget.LIMIT_KINDS).
+EXAMPLE_INCREASES = {
+    "wall_seconds": "+10m",
+    "gpu_seconds": "+300gpu-s",
+    "evaluations": "+100evals",
+    "llm_usd": "'+$1'",
+}
+
+
+class SessionError(Exception):
+    """A session name that is not allowed or names no session; the message says what to do."""
 
 
 def sessions_root(override: str | None = None) -> Path:
@@ -65,6 +82,52 @@ class SessionPaths:
         return self.candidates / f"{candidate_id}.json"
 
 
+def checked_session_name(name: str) -> str:
+    """`name`, if it is one plain folder name (SESSION_NAME); a SessionError says the rule."""
+    if not SESSION_NAME.fullmatch(name):
+        raise SessionError(
+            f"session name {name!r} is not allowed: a session is one folder in the sessions "
+            f"folder, named with {SESSION_NAME_RULE}"
+        )
+    return name
+
+
+def new_session_paths(name: str, sessions_dir: str | None = None) -> SessionPaths:
+    """Where a session called `name` lives (checked to be one plain folder name)."""
+    return SessionPaths(sessions_root(sessions_dir) / checked_session_name(name))
+
+
+def list_sessions(root: Path) -> list[SessionPaths]:
+    """The sessions under `root`, by name; plain files and other folders there are skipped."""
+    if not root.is_dir():
+        return []
+    folders = (SessionPaths(p) for p in sorted(root.iterdir()) if p.is_dir())
+    return [paths for paths in folders if paths.database.is_file()]
+
+
+def find_session(name: str, sessions_dir: str | None = None) -> SessionPaths:
+    """The existing session `name`; a SessionError names the folder looked in and its sessions."""
+    paths = new_session_paths(name, sessions_dir)
+    if paths.database.is_file():
+        return paths
+    root = paths.root.parent
+    raise SessionError(
+        f"no session {name!r} in {root}/ ({what_is_in(root)}); `kernelbrain ls` lists the "
+        "sessions, --sessions-dir or KERNELBRAIN_SESSIONS looks in another folder"
+    )
+
+
+def what_is_in(root: Path) -> str:
+    """The sessions under `root`, in words, for a message."""
+    if not root.is_dir():
+        return "that folder does not exist"
+    names = [paths.name for paths in list_sessions(root)]
+    if not names:
+        return "there are no sessions there"
+    listed, more = ", ".join(names[:LISTED_IN_ERRORS]), len(names) - LISTED_IN_ERRORS
+    return f"sessions there: {listed}" + (f" and {more} more" if more > 0 else "")
+
+
 def write_json_atomic(path: Path, data) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -99,6 +162,30 @@ def send_command(
     return message
 
 
+def read_inbox(paths: SessionPaths) -> list[dict]:
+    """The commands waiting in the inbox, oldest first (the engine has not applied them yet)."""
+    files = sorted(paths.inbox.glob("*.json")) if paths.inbox.is_dir() else []
+    return [command for command in map(read_json, files) if command]
+
+
+def spent_budget_message(paths: SessionPaths) -> str | None:
+    """Why resuming now would stop at once: a limit is spent and no budget command waits in the
+    inbox (what one adds is the engine's to judge); None when there is budget to go on with."""
+    snapshot = read_snapshot(paths)
+    if snapshot is None or any(c.get("command") == "budget" for c in read_inbox(paths)):
+        return None
+    budget = snapshot["budget"]
+    spent = [kind for kind, left in budget["left"].items() if left is not None and left <= 0]
+    if not spent:
+        return None
+    kind = spent[0]
+    return (
+        f"session {paths.name} has spent its {kind} limit of {budget['limits'][kind]:g}: add "
+        f"budget first, e.g. `kernelbrain budget {paths.name} {EXAMPLE_INCREASES[kind]}`, then "
+        "resume"
+    )
+
+
 def read_lock(paths: SessionPaths) -> dict | None:
     return read_json(paths.lock)
 
@@ -122,6 +209,14 @@ def engine_running(paths: SessionPaths) -> bool:
         # Another host's engine: trust a recent heartbeat.
         return time.time() - float(lock.get("heartbeat", 0)) < 60
     return pid_alive(int(lock.get("pid", 0)))
+
+
+def shown_state(stored_state: str, engine_alive: bool) -> str:
+    """The state a client shows: a search stored as running or paused that no live engine holds
+    was interrupted (killed, Ctrl-C, a lost machine), and `kernelbrain resume` continues it."""
+    if stored_state in ("running", "paused") and not engine_alive:
+        return "interrupted"
+    return stored_state
 
 
 def read_snapshot(paths: SessionPaths) -> dict | None:

@@ -14,7 +14,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from engine.session_files import ExportError, SessionPaths, send_command, start_detached_engine
+from engine.session_files import (
+    ExportError,
+    SessionPaths,
+    send_command,
+    spent_budget_message,
+    start_detached_engine,
+)
 from kbtui.actions import PANES, USER_ACTIONS, key_bindings
 from kbtui.messages import SessionChanged
 from kbtui.operations import export_candidate
@@ -188,6 +194,9 @@ class KernelBrainApp(App[None]):
     def action_resume_engine(self) -> None:
         if self.engine_is_running:
             self.notify("the engine is already running")
+            return
+        if spent := spent_budget_message(self.paths):
+            self.notify(spent, severity="warning")
             return
         try:
             start_detached_engine(self.paths)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.cli import UsageError
-from engine.session_files import SessionPaths, sessions_root
+from engine.session_files import SessionError, SessionPaths, find_session
 
 
 def register(subparsers) -> None:
@@ -25,17 +25,15 @@ def register(subparsers) -> None:
 
 
 def resolve_session(session: str, sessions_dir: str | None) -> SessionPaths:
-    """The session folder named `session` (or at that path); a UsageError names the choices."""
-    root = sessions_root(sessions_dir)
-    candidate = Path(session)
-    folder = candidate if candidate.is_dir() and candidate.parent != Path(".") else root / session
-    if not folder.is_dir():
-        known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        choices = f"sessions there: {', '.join(known)}" if known else "there are no sessions there"
-        raise UsageError(
-            f"no session {session!r} in {root}/ ({choices}); `--sessions-dir` looks elsewhere"
-        )
-    return SessionPaths(folder)
+    """The session folder at path `session`, or the session named so; a UsageError says where
+    it looked and which sessions are there."""
+    folder = Path(session)
+    if folder.is_dir() and folder.parent != Path("."):
+        return SessionPaths(folder)
+    try:
+        return find_session(session, sessions_dir)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def attach(args) -> int:

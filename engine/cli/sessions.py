@@ -1,24 +1,25 @@
-"""Session commands: run, resume, stop, ls, show, export and the control commands."""
+"""Running sessions: run, resume and stop, and what the other session commands share."""
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import sys
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
-from engine.cli import UsageError
+from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
 from engine.problems import PRECISION_POLICIES
-from engine.search.budget import BudgetError, parse_budget, parse_budget_increase
-from engine.session.store import StoreError
+from engine.search.budget import BudgetError, parse_budget
 from engine.session_files import (
-    ExportError,
+    SessionError,
     SessionPaths,
     engine_running,
-    exported_source,
-    read_snapshot,
+    find_session,
+    new_session_paths,
     send_command,
-    sessions_root,
+    spent_budget_message,
     start_detached_engine,
 )
 
@@ -47,7 +48,10 @@ def add_precision(p) -> None:
 def register(sub) -> None:
     p = sub.add_parser("run", help="start an optimization of a problem")
     p.add_argument("problem", help="built-in problem name or KernelBench .py file")
-    p.add_argument("--session", help="session name (default: PROBLEM-YYYYmmdd-HHMMSS)")
+    p.add_argument(
+        "--session",
+        help="session name: letters, digits, '.', '_', '-' (default: PROBLEM-YYYYmmdd-HHMMSS)",
+    )
     p.add_argument(
         "--budget",
         action="append",
@@ -76,63 +80,42 @@ def register(sub) -> None:
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_stop)
 
-    p = sub.add_parser("ls", help="list sessions")
-    add_sessions_dir(p)
-    p.set_defaults(handler=cmd_ls)
 
-    p = sub.add_parser("show", help="a session's state, candidates and ledger")
-    p.add_argument("session")
-    p.add_argument("--json", action="store_true")
-    add_sessions_dir(p)
-    p.set_defaults(handler=cmd_show)
-
-    p = sub.add_parser("export", help="write a candidate as a standalone KernelBench file")
-    p.add_argument("session")
-    p.add_argument("-o", "--output", help="file to write (default: stdout)")
-    p.add_argument("--candidate", help="candidate id (default: the best)")
-    add_sessions_dir(p)
-    p.set_defaults(handler=cmd_export)
-
-    for name, helptext in (
-        ("pin", "never prune a candidate"),
-        ("unpin", "undo pin"),
-        ("veto", "drop a candidate; its source is never generated again"),
-    ):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("session")
-        p.add_argument("candidate")
-        add_sessions_dir(p)
-        p.set_defaults(handler=cmd_control, control=name)
-    for name, helptext in (
-        ("pause", "pause the search at the next step boundary"),
-        ("unpause", "continue a paused search"),
-    ):
-        p = sub.add_parser(name, help=helptext)
-        p.add_argument("session")
-        add_sessions_dir(p)
-        p.set_defaults(handler=cmd_control, control=name)
-    p = sub.add_parser("budget", help="add budget to a session, e.g. +10m or +50evals")
-    p.add_argument("session")
-    p.add_argument("amount")
-    add_sessions_dir(p)
-    p.set_defaults(handler=cmd_control, control="budget")
-
-
-def paths_of(args, must_exist=True) -> SessionPaths:
-    from engine.session.manager import existing_session, session_paths
-
+def session_of(args) -> SessionPaths:
+    """The existing session that `args.session` names, or a UsageError saying where we looked."""
     try:
-        if must_exist:
-            return existing_session(args.session, args.sessions_dir)
-        return session_paths(args.session, args.sessions_dir)
-    except StoreError as exc:
+        return find_session(args.session, args.sessions_dir)
+    except SessionError as exc:
         raise UsageError(str(exc)) from exc
+
+
+@contextmanager
+def session_folder_writes(paths: SessionPaths):
+    """A write into the sessions folder that fails (read-only, not a folder) ends the command
+    with one line naming the file; other errors pass through."""
+    try:
+        yield
+    except OSError as exc:
+        folder = paths.root.parent.resolve()
+        if exc.filename is None or not Path(exc.filename).resolve().is_relative_to(folder):
+            raise
+        raise CommandFailed(
+            f"cannot write {exc.filename}: {exc.strerror}; sessions need a folder they can write "
+            "to: make it writable or choose another with --sessions-dir or KERNELBRAIN_SESSIONS"
+        ) from exc
+
+
+def default_session_name(problem: str) -> str:
+    stem = os.path.splitext(os.path.basename(problem))[0]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).lstrip("._-") or "session"
+    return f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def cmd_run(args) -> int:
     from engine.generate.base import GeneratorError
     from engine.problems import ProblemError
     from engine.session.manager import create_session
+    from engine.session.store import StoreError
 
     if args.generator == "llm" and not args.model:
         raise UsageError("--generator llm needs --model (a litellm model string)")
@@ -142,21 +125,25 @@ def cmd_run(args) -> int:
         raise UsageError(str(exc)) from exc
     if args.target_speedup:
         limits["target_speedup"] = args.target_speedup
-    stem = os.path.splitext(os.path.basename(args.problem))[0]
-    args.session = args.session or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    paths = paths_of(args, must_exist=False)
+    if args.session is None:
+        args.session = default_session_name(args.problem)
     try:
-        create_session(
-            paths,
-            args.problem,
-            args.backend,
-            args.generator,
-            args.seed,
-            limits,
-            model=args.model,
-            api_base=args.api_base,
-            precision_policy=args.precision,
-        )
+        paths = new_session_paths(args.session, args.sessions_dir)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from exc
+    try:
+        with session_folder_writes(paths):
+            create_session(
+                paths,
+                args.problem,
+                args.backend,
+                args.generator,
+                args.seed,
+                limits,
+                model=args.model,
+                api_base=args.api_base,
+                precision_policy=args.precision,
+            )
     except (ProblemError, GeneratorError, StoreError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
     print(f"session {paths.name} in {paths.root}", file=sys.stderr)
@@ -164,32 +151,53 @@ def cmd_run(args) -> int:
 
 
 def cmd_resume(args) -> int:
-    paths = paths_of(args)
+    paths = session_of(args)
+    running = engine_running(paths)
+    if not running and (spent := spent_budget_message(paths)):
+        print(spent, file=sys.stderr)  # finished, not failed: a resume-until-done loop ends
+        return 0
     if not args.headless:
-        if not engine_running(paths):
-            start_detached_engine(paths)
+        if not running:
+            with session_folder_writes(paths):
+                start_detached_engine(paths)
         return attach(paths)
     return run_headless(paths)
 
 
 def run_headless(paths: SessionPaths) -> int:
+    """Run the engine in this process until the search ends; Ctrl-C stops it with one line."""
+    engine = None
+    try:
+        engine = start_engine(paths)
+        state = engine.run(on_step=search_progress())
+    except KeyboardInterrupt:
+        print(
+            f"interrupted: session {paths.name} stopped; `kernelbrain resume {paths.name}` "
+            "continues it",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        if engine is not None:
+            engine.backend.close()
+            engine.store.close()
+    print(progress_line(engine.last_snapshot), file=sys.stderr)
+    print(f"{state}: {engine.search.stop_reason}", file=sys.stderr)
+    return 0
+
+
+def start_engine(paths: SessionPaths):
+    """The session's engine, holding its lock; what stops it from starting is a UsageError."""
     from engine.generate.base import GeneratorError
     from engine.session.lock import SessionBusy
     from engine.session.manager import resume_session
+    from engine.session.store import StoreError
 
     try:
-        engine = resume_session(paths)
+        with session_folder_writes(paths):
+            return resume_session(paths)
     except (GeneratorError, StoreError, SessionBusy) as exc:
         raise UsageError(str(exc)) from exc
-    try:
-        state = engine.run(on_step=search_progress())
-    finally:
-        engine.backend.close()
-        engine.store.close()
-    snap = read_snapshot(paths)
-    print(progress_line(snap), file=sys.stderr)
-    print(f"{state}: {snap['stop_reason']}", file=sys.stderr)
-    return 0
 
 
 def search_progress():
@@ -224,115 +232,11 @@ def attach(paths: SessionPaths) -> int:
 
 
 def cmd_stop(args) -> int:
-    paths = paths_of(args)
+    paths = session_of(args)
     if not engine_running(paths):
         print(f"session {paths.name} has no running engine", file=sys.stderr)
         return 0
-    send_command(paths, "stop")
+    with session_folder_writes(paths):
+        send_command(paths, "stop")
     print(f"stop sent to {paths.name}: the engine stops at its next step boundary", file=sys.stderr)
-    return 0
-
-
-def session_summary(paths: SessionPaths) -> dict | None:
-    snap = read_snapshot(paths)
-    if snap is None:
-        return None
-    state = snap["state"]
-    if state in ("running", "paused") and not engine_running(paths):
-        state = "stopped"
-    return {**snap, "state": state}
-
-
-def cmd_ls(args) -> int:
-    root = sessions_root(args.sessions_dir)
-    rows = []
-    for folder in sorted(root.iterdir()) if root.exists() else []:
-        snap = session_summary(SessionPaths(folder))
-        if snap:
-            best = f"{snap['best']['speedup']:.3f}x" if snap["best"] else "-"
-            ledger = snap["ledger"]
-            used = f"{ledger['gpu_seconds']:.1f} gpu-s, {ledger['evaluations']} evals"
-            rows.append((folder.name, snap["problem"], snap["state"], best, used))
-    if not rows:
-        print(f"no sessions under {root}/", file=sys.stderr)
-        return 0
-    header = ("SESSION", "PROBLEM", "STATE", "BEST", "BUDGET USED")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    return 0
-
-
-def show_data(paths: SessionPaths) -> dict:
-    """The full view from the store when no engine runs; the engine's snapshot otherwise."""
-    from engine.search import report
-    from engine.session.manager import open_view
-
-    if engine_running(paths):
-        return session_summary(paths)
-    view = open_view(paths)
-    try:
-        return report.snapshot(view, all_rows=True)
-    finally:
-        view.store.close()
-
-
-def cmd_show(args) -> int:
-    paths = paths_of(args)
-    try:
-        data = show_data(paths)
-    except StoreError as exc:
-        raise UsageError(str(exc)) from exc
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    print(progress_line(data))
-    print(f"state: {data['state']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
-    print(f"precision policy: {data['precision_policy']}")
-    for c in sorted(data["candidates"], key=lambda c: -(c["score"] or 0))[:20]:
-        speed = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
-        print(
-            f"  {c['id']}  rung {c['rung']}  {c['status']:<9} {speed:>9}  {c['origin']}"
-            + (f"  ({c['reason']})" if c["reason"] else "")
-        )
-    return 0
-
-
-def cmd_export(args) -> int:
-    paths = paths_of(args)
-    cid = args.candidate or ((read_snapshot(paths) or {}).get("best") or {}).get("id")
-    if cid is None:
-        raise UsageError(
-            f"session {paths.name} has no measured candidate yet; name one with --candidate"
-        )
-    try:
-        text = exported_source(paths, cid)
-    except ExportError as exc:
-        raise UsageError(str(exc)) from exc
-    if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(text)
-        print(f"wrote {args.output}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
-def cmd_control(args) -> int:
-    paths = paths_of(args)
-    candidate = getattr(args, "candidate", None)
-    amount = getattr(args, "amount", None)
-    if amount is not None:
-        try:
-            parse_budget_increase(amount)
-        except BudgetError as exc:
-            raise UsageError(str(exc)) from exc
-    snap = read_snapshot(paths)
-    if candidate is not None and snap is not None and not paths.candidate(candidate).exists():
-        raise UsageError(f"session {paths.name} has no candidate {candidate!r}")
-    message = send_command(paths, args.control, candidate=candidate, amount=amount)
-    when = "at its next step" if engine_running(paths) else "when the session is resumed"
-    print(
-        f"{args.control} queued as {message['id']}: the engine applies it {when}", file=sys.stderr
-    )
     return 0

@@ -10,21 +10,7 @@ from engine.jobs import RungSpec
 from engine.search.engine import Engine
 from engine.session.lock import EngineLock
 from engine.session.store import Store, StoreError
-from engine.session_files import SessionPaths, sessions_root
-
-
-def session_paths(name: str, sessions_dir: str | None = None) -> SessionPaths:
-    return SessionPaths(sessions_root(sessions_dir) / name)
-
-
-def existing_session(name: str, sessions_dir: str | None = None) -> SessionPaths:
-    paths = session_paths(name, sessions_dir)
-    if not paths.database.exists():
-        raise StoreError(
-            f"no session {name!r} under {paths.root.parent}/: list them with `kernelbrain ls`"
-            " (or point --sessions-dir / KERNELBRAIN_SESSIONS at the right folder)"
-        )
-    return paths
+from engine.session_files import SessionPaths
 
 
 def make_generator(meta: dict, problem):

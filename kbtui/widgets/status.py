@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.session_files import shown_state
 from kbtui.formatting import speedup_with_interval
 from kbtui.pending import PendingCommands
 
@@ -13,6 +14,7 @@ STATE_STYLES = {
     "paused": "$text-warning",
     "stopped": "$text-error",
     "finished": "$text-primary",
+    "interrupted": "$text-error",
 }
 
 
@@ -22,7 +24,7 @@ def status_content(
     if snapshot is None:
         head = Content.assemble(("waiting for the engine's first snapshot", "$text-muted"))
     else:
-        state = snapshot.get("state", "?")
+        state = shown_state(snapshot.get("state", "?"), engine_alive=running is not False)
         best = snapshot.get("best") or {}
         best_speedup = speedup_with_interval(best.get("speedup"), best.get("speedup_ci"))
         best_text = f"best {best['id']} {best_speedup}" if best.get("id") else "no passing yet"

@@ -1,5 +1,5 @@
 """Pilot tests against a real engine: pin, veto, pause and budget flows end in commands the
-engine acknowledged, and `r` resumes a finished session."""
+engine acknowledged, and `r` resumes a finished session once it has budget."""
 
 from __future__ import annotations
 
@@ -153,22 +153,29 @@ async def test_cursor_stays_on_its_candidate_when_rows_reorder(live_engine):
         assert app.selected_id == PRUNED
 
 
-async def test_r_resumes_a_finished_session(session):
+async def test_r_resumes_a_finished_session_once_it_has_budget(session):
     app = KernelBrainApp(session, poll_seconds=FAST_POLL)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert app.engine_is_running is False
         assert "engine not running" in status_text(app)
         logged = len(read_events(session))
+        await pilot.press("r")  # its budget is spent: r says so and starts nothing
+        said = [n.message for n in app._notifications]
+        assert any("`kernelbrain budget sim-demo +100evals`" in m for m in said), said
+        assert not session.log.exists() and len(read_events(session)) == logged
+
+        send_command(session, "budget", amount="+2evals")
         await pilot.press("r")
 
-        def resumed_and_finished() -> list[str]:
-            return [e["kind"] for e in read_events(session)[logged:]] == ["resumed", "finished"]
+        def resumed_and_finished() -> bool:
+            kinds = [e["kind"] for e in read_events(session)[logged:]]
+            return kinds[:1] == ["resumed"] and kinds[-1:] == ["finished"]
 
-        # Its budget is spent: the resumed engine finishes again at once and lets go.
         await wait_until(pilot, resumed_and_finished, ENGINE_TIMEOUT_S)
         await wait_until(pilot, lambda: app.engine_is_running is False)
         assert "engine not running" in status_text(app)
+        assert read_snapshot(session)["ledger"]["evaluations"] == 62
 
 
 async def test_status_line_says_when_the_session_allows_tf32(tmp_path):

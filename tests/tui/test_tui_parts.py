@@ -14,7 +14,9 @@ from engine.cli.attach import resolve_session
 from engine.session.lock import EngineLock
 from engine.session_files import (
     ExportError,
+    read_snapshot,
     resume_command,
+    send_command,
     start_detached_engine,
     write_json_atomic,
 )
@@ -23,6 +25,7 @@ from kbtui.operations import export_candidate
 from kbtui.pending import PendingCommands
 from kbtui.plot import best_speedup_plot
 from kbtui.poller import SessionPoller
+from kbtui.widgets.status import status_content
 
 BEST, BEST_PARENT = "c0028", "c0023"  # the sim run's best candidate and its parent
 
@@ -88,6 +91,15 @@ def test_poller_reports_only_what_changed(session):
     assert poller.poll("c0001").running is False
 
 
+def test_status_line_says_interrupted_when_no_engine_holds_a_running_session(session):
+    """A killed engine's last snapshot says running; the status line must not."""
+    write_json_atomic(session.snapshot, {**read_snapshot(session), "state": "running"})
+    changes = SessionPoller(session).poll(None)
+    line = status_content(changes.snapshot, changes.running, PendingCommands()).plain
+    assert f"{NAME} matvec · sim · interrupted · step" in line
+    assert "· running" not in line and "engine not running" in line
+
+
 def test_export_writes_the_candidate_source(session, tmp_path):
     target = export_candidate(session, BEST, tmp_path)
     assert target == tmp_path / f"{NAME}_{BEST}.py"
@@ -99,6 +111,7 @@ def test_export_writes_the_candidate_source(session, tmp_path):
 
 
 def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):
+    send_command(session, "budget", amount="+2evals")  # its own is spent
     assert resume_command(session)[-5:] == [
         "resume",
         NAME,
@@ -113,7 +126,7 @@ def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):
     finally:
         if process.poll() is None:
             process.kill()
-    assert "finished: budget spent" in session.log.read_text()  # nothing left to evaluate
+    assert "finished: budget spent" in session.log.read_text()  # the two evaluations added
 
 
 def test_plot_steps_up_with_the_best_speedup():

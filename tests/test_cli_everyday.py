@@ -1,0 +1,248 @@
+"""The CLI as a user meets it over SSH, through real processes on real sim sessions: lookups
+that survive stray files, budgets that only add, true states after a kill or Ctrl-C, one-line
+errors, degenerate input refused, and session-file commands that never load torch."""
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
+
+CLI = [sys.executable, "-m", "engine.cli"]
+# A mount namespace of our own lets the tests bind a folder read-only: even root cannot write
+# there (permission bits do not stop root, a read-only mount does).
+READ_ONLY = [
+    "unshare", "--mount", "--map-root-user", "sh", "-c",
+    'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+]  # fmt: skip
+
+
+def kb(*args, sessions, prefix=(), timeout=120):
+    return subprocess.run(
+        [*prefix, *CLI, *args, "--sessions-dir", str(sessions)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def sim_run(name, sessions, budget="12evals", problem="softmax"):
+    out = kb(
+        "run", problem, "--backend", "sim", "--seed", "0", "--budget", budget,
+        "--session", name, "--headless", sessions=sessions,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return SessionPaths(sessions / name)
+
+
+def one_line(out) -> str:
+    """The error a command gave: exactly one line, no traceback."""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    return lines[0]
+
+
+def show_state(name, sessions) -> tuple[str, str]:
+    """The state `show --json` and `ls` give for a session."""
+    data = json.loads(kb("show", name, "--json", sessions=sessions).stdout)
+    rows = [line.split() for line in kb("ls", sessions=sessions).stdout.splitlines()[1:]]
+    return data["state"], next(row[2] for row in rows if row[0] == name)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> SessionPaths:
+    """A softmax search on sim that spent its 12 evaluations. Tests that change it copy it."""
+    return sim_run("s", tmp_path_factory.mktemp("sessions"))
+
+
+def copy_of(paths: SessionPaths, tmp_path) -> SessionPaths:
+    return SessionPaths(shutil.copytree(paths.root, tmp_path / "sessions" / paths.name))
+
+
+def test_ls_skips_plain_files_and_lookups_name_the_folder(finished, tmp_path):
+    sessions = copy_of(finished, tmp_path).root.parent
+    (sessions / "README.md").write_text("sessions live here\n")  # as the repository ships it
+    (sessions / "notes").mkdir()
+    out = kb("ls", sessions=sessions)
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["SESSION", "s"]
+    line = one_line(kb("show", "nope", sessions=sessions))
+    assert f"no session 'nope' in {sessions}/ (sessions there: s)" in line
+    assert "`kernelbrain ls`" in line and "--sessions-dir" in line
+    empty = kb("ls", sessions=tmp_path / "none")
+    assert "kernelbrain run PROBLEM" in one_line(empty) and str(tmp_path / "none") in empty.stderr
+
+
+def test_adding_budget_never_takes_any_away(tmp_path):
+    """Added to a limit, budget raises it; added to a kind with no limit (from the CLI or, as
+    the TUI's `+` does, straight into the inbox) it changes nothing and the run goes on."""
+    paths = sim_run("s", tmp_path, budget="12evals,1h")
+    out = kb("budget", "s", "+5gpu-s", sessions=tmp_path)
+    assert out.returncode == 0 and "no gpu_seconds limit, so it stays unlimited" in out.stderr
+    assert not list(paths.inbox.glob("*.json")), "a budget that changes nothing was sent"
+    from_tui = send_command(paths, "budget", amount="+5gpu-s")
+    assert kb("budget", "s", "+5s", sessions=tmp_path).returncode == 0
+    assert kb("budget", "s", "+6evals", sessions=tmp_path).returncode == 0
+    out = kb("resume", "s", "--headless", sessions=tmp_path)
+    assert out.returncode == 0, out.stderr
+    snap = read_snapshot(paths)
+    assert snap["budget"]["limits"] == {"evaluations": 18, "wall_seconds": 3605}
+    assert snap["ledger"]["evaluations"] == 18
+    assert snap["stop_reason"] == "budget spent: evaluations"
+    record = next(c for c in snap["commands"] if c["id"] == from_tui["id"])
+    assert (record["status"], record["message"]) == (
+        "applied",
+        "no gpu_seconds limit: it stays unlimited",
+    )
+
+
+def test_resume_of_a_spent_session_says_to_add_budget_first(finished, tmp_path):
+    paths = copy_of(finished, tmp_path)
+    events = len(read_events(paths))
+    out = kb("resume", "s", "--headless", sessions=paths.root.parent)
+    line = one_line(out)
+    assert out.returncode == 0  # finished, not failed: a resume-until-done loop ends
+    assert (
+        "spent its evaluations limit of 12" in line and "`kernelbrain budget s +100evals`" in line
+    )
+    assert len(read_events(paths)) == events, "the engine started anyway"
+    assert kb("budget", "s", "+3evals", sessions=paths.root.parent).returncode == 0
+    assert kb("resume", "s", "--headless", sessions=paths.root.parent).returncode == 0
+    assert read_snapshot(paths)["ledger"]["evaluations"] == 15
+
+
+def wait_for_step(paths: SessionPaths, step: int, timeout=120) -> None:
+    deadline = time.monotonic() + timeout
+    while (read_snapshot(paths) or {}).get("step", -1) < step:
+        assert time.monotonic() < deadline, "the engine made no progress"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_and_kill_leave_the_session_interrupted(tmp_path):
+    """After Ctrl-C (one line, exit 130) or kill -9, no engine holds the session: `show`,
+    `show --json` and `ls` all say interrupted, never running."""
+    paths = SessionPaths(tmp_path / "live")
+    run = [*CLI, "run", "matvec", "--backend", "sim", "--budget", "100000evals",
+           "--session", "live", "--headless", "--sessions-dir", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(run, stderr=subprocess.PIPE, text=True)
+    wait_for_step(paths, 3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "interrupted: session live stopped; `kernelbrain resume live` continues it"
+    )
+    assert show_state("live", tmp_path) == ("interrupted", "interrupted")
+    text = kb("show", "live", sessions=tmp_path).stdout
+    assert "state: interrupted (no engine runs it: `kernelbrain resume live`" in text
+
+    resume = [*CLI, "resume", "live", "--headless", "--sessions-dir", str(tmp_path)]
+    proc = subprocess.Popen(resume, stderr=subprocess.DEVNULL)
+    wait_for_step(paths, read_snapshot(paths)["step"] + 3)
+    assert show_state("live", tmp_path) == ("running", "running")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert show_state("live", tmp_path) == ("interrupted", "interrupted")
+
+
+def test_session_file_commands_load_neither_torch_nor_duckdb(finished, tmp_path):
+    """What `--help`, `ls`, `pin`, `pause` and `budget` import, and `show`, which reads the
+    DuckDB file but no torch (checked in a fresh interpreter)."""
+    paths = copy_of(finished, tmp_path)
+    code = f"""
+import contextlib, io, json, sys
+from engine.cli import main
+loaded = lambda: sorted({{"torch", "triton", "numpy", "duckdb", "textual"}} & set(sys.modules))
+folder = ["--sessions-dir", {str(paths.root.parent)!r}]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main(["--help"])
+codes = [main([*argv, *folder]) for argv in (["ls"], ["pin", "s", "c0001"], ["pause", "s"],
+                                             ["budget", "s", "+1evals"])]
+after_files = loaded()
+with contextlib.redirect_stdout(io.StringIO()):
+    codes.append(main(["show", "s", "--json", *folder]))
+print(json.dumps([codes, after_files, loaded()]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    codes, after_files, after_show = json.loads(out.stdout.splitlines()[-1])
+    assert codes == [0, 0, 0, 0, 0]
+    assert after_files == []
+    assert after_show == ["duckdb"]
+
+
+@pytest.fixture
+def read_only_mounts(tmp_path):
+    """Skip where this machine gives no user and mount namespaces."""
+    probe = [*READ_ONLY, str(tmp_path), "touch", str(tmp_path / "x")]
+    probe = subprocess.run(probe, capture_output=True)
+    if b"Read-only file system" not in probe.stderr:
+        pytest.skip(f"no read-only bind mounts here: {probe.stderr.decode().strip()}")
+
+
+def test_unwritable_sessions_folder_gives_one_line(finished, tmp_path, read_only_mounts):
+    paths = copy_of(finished, tmp_path)
+    sessions = paths.root.parent
+    send_command(paths, "budget", amount="+5evals")  # so that resume has budget to go on with
+    read_only = [*READ_ONLY, str(sessions)]
+    for args in (
+        ["pin", "s", "c0001"],
+        ["pause", "s"],
+        ["resume", "s", "--headless"],
+        ["run", "softmax", "--backend", "sim", "--session", "new", "--headless"],
+    ):
+        out = kb(*args, sessions=sessions, prefix=read_only)
+        line = one_line(out)
+        assert out.returncode == 1, line
+        assert f"cannot write {sessions}/" in line and "Read-only file system" in line
+        assert "--sessions-dir" in line
+    under_a_file = tmp_path / "a-file"
+    under_a_file.write_text("")
+    out = kb("run", "softmax", "--backend", "sim", "--headless", sessions=under_a_file / "s")
+    assert out.returncode == 1 and "Not a directory" in one_line(out)
+
+
+def test_export_into_a_missing_folder_and_closed_pipes(finished, tmp_path):
+    sessions = finished.root.parent
+    out = kb("export", "s", "-o", str(tmp_path / "no" / "best.py"), sessions=sessions)
+    assert out.returncode == 1
+    assert "No such file or directory" in one_line(out) and "leave out -o" in out.stderr
+    for argv in (["show", "s", "--sessions-dir", str(sessions)], ["problems"]):
+        # The reader is gone before the command writes a byte: `kernelbrain show s | head -0`.
+        proc = subprocess.Popen([*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+@pytest.mark.parametrize("budget", ["0evals", "0m", "$0", "0gpu-s", ""])
+def test_a_budget_of_nothing_is_a_usage_error(tmp_path, budget):
+    out = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", budget,
+             "--session", "s", sessions=tmp_path, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "30m" in one_line(out)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "{tmp}/absolute"])
+def test_a_session_name_is_one_plain_folder_name(tmp_path, name):
+    out = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", "2evals",
+             "--session", name.format(tmp=tmp_path), sessions=tmp_path / "sessions",
+             timeout=60)  # fmt: skip
+    line = one_line(out)
+    assert out.returncode == 2 and "letters, digits, '.', '_' and '-'" in line
+    assert list(tmp_path.iterdir()) == [], "a session was written"
+
+
+def test_help_lists_deferred_commands_as_they_describe_themselves():
+    """`--help` lists check and doctor without loading them (DEFERRED_COMMANDS): the same
+    listing as when each is loaded."""
+    from engine.cli import build_parser
+
+    listed = build_parser().format_help()
+    assert build_parser("check").format_help() == listed == build_parser("doctor").format_help()

@@ -67,9 +67,45 @@ def fake_ncu(tmp_path, monkeypatch):
     log = tmp_path / "ncu-calls.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    # The stand-in logs to a file outside any sandbox: the pipeline is tested without one here
+    # (test_ncu_and_its_program_run_inside_the_candidate_sandbox covers the sandbox).
+    monkeypatch.setenv("KERNELBRAIN_BWRAP", "0")
+    isolation.cache_clear()
     ncu_status.cache_clear()
     yield log
     ncu_status.cache_clear()
+    isolation.cache_clear()
+
+
+SANDBOXED_NCU = f"""#!{os.path.realpath(sys.executable)}
+import os, subprocess, sys
+args = sys.argv[1:]
+if "--export" not in args:  # the probe, outside any sandbox
+    print('"ID","Kernel Name","gpu__time_duration.sum"')
+    print('"0","vectorized_elementwise_kernel","2,080"')
+    sys.exit(0)
+print("exchange", os.environ["KB_EXCHANGE"], "project", os.path.exists({str(REPO / "README.md")!r}))
+sys.exit(subprocess.run(args[args.index("-S") - 1 :]).returncode)
+"""
+
+
+@pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
+def test_ncu_and_its_program_run_inside_the_candidate_sandbox(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "ncu"
+    script.write_text(SANDBOXED_NCU)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    ncu_status.cache_clear()
+    try:
+        result = profile(load_problem(str(RMSNORM)), CANDIDATE, "tiny", timeout_s=120)
+    finally:
+        ncu_status.cache_clear()
+    assert result["status"] == "unavailable"
+    # ncu saw the sandbox's exchange folder and no project; the launcher ran there, found no GPU
+    assert "exchange /xchg project False" in result["why"], result
+    assert "no CUDA GPU" in result["why"]
 
 
 def calls(log: Path) -> list[dict]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from engine.gate.correctness import build_models, make_inputs, reference_precision
+from engine.gate.correctness import make_inputs, reference_precision
 from engine.problems.loader import import_module_from
 from engine.runner.calls import call_with_size
 from engine.timing.bench import make_timer, time_round_robin
@@ -89,6 +89,21 @@ def reference_model(problem, params: dict, seed: int, device: str):
         return problem.Model(*init).eval()
 
 
+def candidate_model(problem, module, params: dict, seed: int, device: str):
+    """ModelNew seeded like Model, with Model's weights when they fit (as the judge builds it)."""
+    model = reference_model(problem, params, seed, device)
+    init = list(call_with_size(problem.get_init_inputs, params))
+    with torch.device(device):
+        torch.manual_seed(seed)
+        model_new = module.ModelNew(*init)
+    if isinstance(model_new, torch.nn.Module):
+        model_new.eval()
+        mine, theirs = model_new.state_dict(), model.state_dict()
+        if mine.keys() == theirs.keys() and all(mine[k].shape == theirs[k].shape for k in mine):
+            model_new.load_state_dict(theirs)
+    return model_new
+
+
 def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:
     """One size: build every contender, compile, warm up, time; a contender that fails is
     reported and left out, the others are still timed."""
@@ -98,7 +113,7 @@ def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:
     contenders = {"eager": reference_model(problem, params, seed, device)}
     for name, module in candidates.items():
         try:
-            contenders[name] = build_models(problem, module, params, seed, device)[1]
+            contenders[name] = candidate_model(problem, module, params, seed, device)
         except Exception as exc:
             out["errors"][name] = f"building ModelNew failed: {describe(exc)}"
     input_sets = [

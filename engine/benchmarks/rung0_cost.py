@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             result = backend.evaluate(softmax, EvalJob(f"c{seed}", ONLINE.read_text(), rung, seed))
             print(json.dumps({"evaluation": seed, "passed": result.passed, "reason": result.reason,
+                              "message": result.message[-600:],
                               "wall_s": round(time.monotonic() - started, 3),
                               "gpu_seconds": result.gpu_seconds}), flush=True)  # fmt: skip
     finally:

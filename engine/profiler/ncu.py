@@ -236,10 +236,17 @@ def diagnose_range(raw: RawPage, details_text: str, bytes_min: float | None) -> 
 def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
     ncu = find_ncu()
     launch = sandboxed_launcher(ncu, workdir, problem, source, size_label)
-    # ncu itself runs outside, without secrets; the sandboxed program gets the runner's variables
-    # through ncu, which adds those of its injection.
+    # ncu runs inside the sandbox with the program it profiles (its injection talks to it over
+    # sockets of the sandbox's own network namespace) and writes its report to the exchange
+    # folder; it gets no secrets either.
+    inside = Path(launch.env["KB_EXCHANGE"])
+    if "--" in launch.argv:
+        split = launch.argv.index("--") + 1
+        box, program = launch.argv[:split], launch.argv[split:]
+    else:  # no OS sandbox here
+        box, program = [], launch.argv
     env = {**worker_environment("cuda"), **launch.env}
-    command = ncu_command(ncu, workdir / "launch", launch.argv)
+    command = box + ncu_command(ncu, inside / "launch", program)
     started = time.monotonic()
     try:
         status, output = run_bounded(

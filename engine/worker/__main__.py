@@ -42,14 +42,15 @@ class RunnerPool:
             self.spare.close()
 
 
-def exit_with_parent(pool: RunnerPool) -> None:
-    """End the judge (and so its runners) once the engine that started it is gone."""
+def exit_with_parent() -> None:
+    """End the judge and every runner once the engine that started it is gone."""
     parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_S)
-        pool.close()
+        for runner in list(RunnerProcess.LIVE):
+            runner.proc.kill()
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -65,7 +66,7 @@ def main() -> int:
         protocol.flush()
 
     pool = RunnerPool()
-    exit_with_parent(pool)
+    exit_with_parent()
     box = isolation()
     send(
         {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}

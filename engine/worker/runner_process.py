@@ -32,7 +32,11 @@ class RunnerFailed(Exception):
 
 
 class RunnerProcess:
-    """Start at once (importing torch takes seconds), use for one candidate, then `close`."""
+    """Start at once (importing torch takes seconds), use for one candidate, then `close`. A
+    runner stays in the judge's process group (the engine's kill of the judge reaches it), and
+    `LIVE` lets the judge end every runner when the engine is gone."""
+
+    LIVE: set[RunnerProcess] = set()
 
     def __init__(self, device: str):
         self.device = device
@@ -48,7 +52,6 @@ class RunnerProcess:
             env=launch.env,
             pass_fds=launch.pass_fds,
             preexec_fn=launch.preexec_fn,
-            start_new_session=True,
             text=True,
             bufsize=1,
         )
@@ -59,6 +62,7 @@ class RunnerProcess:
         threading.Thread(target=self._read_replies, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
         self.ready: dict | None = None
+        RunnerProcess.LIVE.add(self)
 
     def _read_replies(self) -> None:
         for line in self.proc.stdout:
@@ -138,10 +142,7 @@ class RunnerProcess:
         """Kill the runner (its whole sandbox) and remove the exchange folder, after moving the
         folder `keep` (regular files and folders only) to `into`."""
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self.proc.kill()  # bubblewrap: its whole sandbox dies with it
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
@@ -152,6 +153,7 @@ class RunnerProcess:
             shutil.rmtree(into, ignore_errors=True)
             shutil.copytree(keep, into, symlinks=True, ignore=_links)
         shutil.rmtree(self.exchange, ignore_errors=True)
+        RunnerProcess.LIVE.discard(self)
 
 
 def _links(folder: str, names: list[str]) -> list[str]:

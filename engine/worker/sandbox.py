@@ -5,14 +5,12 @@ through `runner_command`; `isolation()` says what is in effect here."""
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import glob
 import importlib.util
 import os
 import resource
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -65,7 +63,6 @@ RUNNER_RLIMITS = {
     resource.RLIMIT_NOFILE: 4096,
     resource.RLIMIT_FSIZE: 256 << 30,  # outputs of full-size problems cross as files
 }
-PR_SET_PDEATHSIG = 1
 # Address space of a cpu runner (a CUDA context reserves far more, so cuda has none).
 CPU_ADDRESS_SPACE = 16 << 30
 
@@ -305,10 +302,9 @@ def _bwrap_arguments(device: str, exchange: str, extra_ro: tuple[str, ...]) -> l
 
 
 def _prepare_child(device: str):
-    """In the child, before exec: die with the judge, and the resource limits."""
+    """In the child, before exec: the resource limits."""
 
     def apply() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for limit, value in RUNNER_RLIMITS.items():
             resource.setrlimit(limit, (value, value))
         if device == "cpu":

@@ -24,7 +24,7 @@ import torch
 
 from engine.gate.correctness import make_inputs, reference_precision
 from engine.problems.loader import import_module_from
-from engine.runner.calls import call_with_size
+from engine.runner.calls import build_model_new, call_with_size
 from engine.timing.bench import make_timer, time_round_robin
 from engine.timing.stats import summarize
 
@@ -90,18 +90,10 @@ def reference_model(problem, params: dict, seed: int, device: str):
 
 
 def candidate_model(problem, module, params: dict, seed: int, device: str):
-    """ModelNew seeded like Model, with Model's weights when they fit (as the judge builds it)."""
-    model = reference_model(problem, params, seed, device)
+    """ModelNew built as the judge builds it, with Model's weights when they fit."""
+    state = reference_model(problem, params, seed, device).state_dict()
     init = list(call_with_size(problem.get_init_inputs, params))
-    with torch.device(device):
-        torch.manual_seed(seed)
-        model_new = module.ModelNew(*init)
-    if isinstance(model_new, torch.nn.Module):
-        model_new.eval()
-        mine, theirs = model_new.state_dict(), model.state_dict()
-        if mine.keys() == theirs.keys() and all(mine[k].shape == theirs[k].shape for k in mine):
-            model_new.load_state_dict(theirs)
-    return model_new
+    return build_model_new(module, init, seed, device, state)
 
 
 def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:

@@ -1,8 +1,11 @@
-"""Calling a problem's `get_inputs`/`get_init_inputs` with the size parameters each accepts."""
+"""Calling a problem's `get_inputs`/`get_init_inputs` with the size parameters each accepts, and
+building a candidate's ModelNew the way Model is built."""
 
 from __future__ import annotations
 
 import inspect
+
+import torch
 
 
 def call_with_size(fn, params: dict):
@@ -11,3 +14,17 @@ def call_with_size(fn, params: dict):
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return fn(**params)
     return fn(**{k: v for k, v in params.items() if k in sig.parameters})
+
+
+def build_model_new(module, init: list, seed: int, device: str, state: dict):
+    """ModelNew seeded like Model, with Model's weights (`state`) when their names and shapes
+    match its own."""
+    with torch.device(device):
+        torch.manual_seed(seed)
+        model = module.ModelNew(*init)
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+        mine = model.state_dict()
+        if mine.keys() == state.keys() and all(mine[k].shape == state[k].shape for k in mine):
+            model.load_state_dict(state)
+    return model

@@ -10,6 +10,7 @@ import traceback
 
 import torch
 
+from .calls import build_model_new
 from .exchange import decode_values, encode_values, read_tensor, write_tensor
 from .guards import guarded_call
 from .timer import Bracket, noop
@@ -93,15 +94,8 @@ class RunnerSession:
     def op_build(self, message: dict) -> dict:
         """ModelNew for one size, seeded like Model, with Model's weights when they fit."""
         init = decode_values(self.exchange, message["init"], self.device)
-        with torch.device(self.device):
-            torch.manual_seed(message["seed"])
-            self.model = self.module.ModelNew(*init)
-        if isinstance(self.model, torch.nn.Module):
-            self.model.eval()
-            state = {k: read_tensor(self.exchange, d) for k, d in message["state"].items()}
-            mine = self.model.state_dict()
-            if mine.keys() == state.keys() and all(mine[k].shape == state[k].shape for k in mine):
-                self.model.load_state_dict(state)
+        state = {k: read_tensor(self.exchange, d) for k, d in message["state"].items()}
+        self.model = build_model_new(self.module, init, message["seed"], self.device, state)
         return {"ok": True}
 
     def op_call(self, message: dict) -> dict:

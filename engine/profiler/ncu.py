@@ -245,7 +245,10 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
         box, program = launch.argv[:split], launch.argv[split:]
     else:  # no OS sandbox here
         box, program = [], launch.argv
-    env = {**worker_environment("cuda"), **launch.env}
+    # In the sandbox, the runner's environment alone (ncu's scripts need the shell tools);
+    # without one, the engine's without secrets.
+    outside = {} if box else worker_environment("cuda")
+    env = {**outside, **launch.env, "PATH": "/usr/bin:/bin"}
     command = box + ncu_command(ncu, inside / "launch", program)
     started = time.monotonic()
     try:

@@ -240,6 +240,13 @@ class Evaluation:
         }
 
 
+def _copy_if_absent(source: str, target: str) -> None:
+    """Triton's cache is content-addressed: a file there is already right, and the runner may
+    have it mapped (its warm-up's launcher): overwriting it in place would crash the runner."""
+    if not os.path.exists(target):
+        shutil.copy2(source, target)
+
+
 def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
     """Judge one request with its own runner; a candidate's failure is a rejection, never an
     exception. The runner is closed afterwards: no candidate ever shares one. The candidate's
@@ -248,7 +255,7 @@ def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
     cache = request.get("triton_cache")
     runner_cache = os.path.join(runner.exchange, TRITON_CACHE_NAME)
     if cache and os.path.isdir(cache):
-        shutil.copytree(cache, runner_cache, symlinks=False, dirs_exist_ok=True)
+        shutil.copytree(cache, runner_cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
     try:
         return job.run()
     except CandidateRejected as exc:

@@ -72,6 +72,10 @@ class JudgeClock:
         self.bracket = Bracket(job.device)
 
     def request(self, message: dict, what: str) -> tuple[dict, float]:
+        """One runner command timed by the judge's clock, with none of the judge's own GPU work
+        still running (it would share the GPU with the runner's and show as the runner's)."""
+        if self.job.device == "cuda":
+            torch.cuda.synchronize()
         reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
         if "error" in reply:
             raise CandidateRejected(*classify_error(reply["error"], "time"))

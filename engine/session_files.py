@@ -318,8 +318,10 @@ def exported_source(paths: SessionPaths, candidate_id: str) -> str:
     snap = read_snapshot(paths) or {}
     row = next((c for c in snap.get("candidates", []) if c["id"] == candidate_id), {})
     speed = f"{row['speedup']:.3f}x" if row.get("speedup") else "unmeasured"
+    allowed = snap.get("allowed_torch_ops")
+    hybrid = f"# Hybrid: forward computes with torch {', '.join(allowed)}.\n" if allowed else ""
     return (
         f"# KernelBrain candidate {candidate_id} for problem {snap.get('problem')} "
         f"(session {paths.name}, {detail['origin']}, speedup {speed} on {snap.get('backend')}).\n"
-        "# A standalone KernelBench file: defines ModelNew.\n" + detail["source"]
+        "# A standalone KernelBench file: defines ModelNew.\n" + hybrid + detail["source"]
     )

@@ -74,6 +74,7 @@ class LocalBackend:
             "replaces": list(problem.replaces),
             "tolerance": problem.tolerance,
             "precision_policy": problem.precision_policy,
+            "allowed_torch_ops": list(problem.allowed_torch_ops),
             "sizes": [{"label": s.label, "params": s.params} for s in sizes],
             "check_seeds": [],
             "timing": None,
@@ -112,7 +113,9 @@ class LocalBackend:
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
         if self.check_worker is self.timing_worker:
-            request = self.judge_request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
+            request = self.judge_request(
+                problem, job.source, sizes, check_seeds=seeds, timing=timing
+            )
             with self._gpu_lock():
                 result = self._result(self.timing_worker.run(request))
         else:

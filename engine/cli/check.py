@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import secrets
+from dataclasses import replace
 from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_REJECTED, UsageError
 from engine.cli.sessions import add_precision
+from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import ProblemError, Size, load_problem
 
 # Seeds are drawn below this bound (and `--seed` accepts up to it).
@@ -28,8 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("candidate", help="the candidate .py file (defines ModelNew)")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     p.add_argument("--seed", type=int, help="the seed of an earlier check, to repeat it exactly")
-    p.add_argument("--trust-candidates", action="store_true",
-                   help="run without the OS sandbox where it cannot be had (code you trust)")  # fmt: skip
+    add_trust_arguments(p)
     add_precision(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
@@ -56,17 +57,6 @@ def gate(problem, source: str, backend: str, seed: int):
         local.close()
 
 
-def refuse_without_sandbox(trusted: bool) -> None:
-    from engine.worker.sandbox import isolation
-
-    box = isolation()
-    if not box.sandboxed and not trusted:
-        raise UsageError(
-            f"refusing to run candidate code without the OS sandbox ({box.detail}): install "
-            "bubblewrap (apt-get install bubblewrap), or pass --trust-candidates for code you trust"
-        )
-
-
 def run(args) -> int:
     path = Path(args.candidate)
     if not path.is_file():
@@ -77,6 +67,7 @@ def run(args) -> int:
         problem = load_problem(args.problem, args.precision)
     except ProblemError as exc:
         raise UsageError(str(exc)) from exc
+    problem = replace(problem, allowed_torch_ops=args.allow_torch_ops)
     if args.backend == "cuda":
         import torch
 
@@ -87,10 +78,17 @@ def run(args) -> int:
     result = gate(problem, path.read_text(), args.backend, seed)
     sizes = ", ".join(s.label for s in check_sizes(problem, args.backend))
     if args.json:
-        print(json.dumps({
-            "passed": result.passed, "reason": result.reason, "message": result.message,
-            "error": result.error, "seed": seed,
-        }))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "passed": result.passed,
+                    "reason": result.reason,
+                    "message": result.message,
+                    "error": result.error,
+                    "seed": seed,
+                }
+            )
+        )
     elif result.passed:
         print(
             f"passed: normalized error {result.error:.3g} within {result.tolerance:.3g} "

@@ -36,8 +36,11 @@ def run(args) -> int:
         ("ncu", ncu_line() if cuda else "not checked (no GPU)"),
         ("backend auto", resolve_backend("auto")),
         ("candidate sandbox", isolation().detail),
-        ("runner env", "nothing of the engine's environment (no keys, tokens or provider "
-                       "variables); only the GPU choice"),
+        (
+            "runner env",
+            "nothing of the engine's environment (no keys, tokens or provider "
+            "variables); only the GPU choice",
+        ),
         ("keys set", ", ".join(sorted(k for k in os.environ if is_credential(k))) or "none"),
     ]
     width = max(len(k) for k, _ in rows)

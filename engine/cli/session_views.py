@@ -104,6 +104,8 @@ def cmd_show(args) -> int:
     print(progress_line(data))
     print(f"state: {data['state']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
     print(f"precision policy: {data['precision_policy']}")
+    if data.get("allowed_torch_ops"):
+        print(f"torch ops allowed in forward: {', '.join(data['allowed_torch_ops'])}")
     for c in sorted(data["candidates"], key=lambda c: -(c["score"] or 0))[:20]:
         speed = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
         print(

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
+from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget
 from engine.session_files import (
@@ -65,6 +66,7 @@ def register(sub) -> None:
     p.add_argument("--api-base", help="OpenAI-compatible server URL, with --generator llm")
     p.add_argument("--seed", type=int, default=0)
     add_precision(p)
+    add_trust_arguments(p)
     p.add_argument("--headless", action="store_true", help="run in the foreground, no TUI")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_run)
@@ -119,6 +121,8 @@ def cmd_run(args) -> int:
 
     if args.generator == "llm" and not args.model:
         raise UsageError("--generator llm needs --model (a litellm model string)")
+    if args.generator == "llm":  # the offline generator's own templates may run with less
+        refuse_without_sandbox(args.trust_candidates)
     try:
         limits = parse_budget(args.budget or [DEFAULT_BUDGET])
     except BudgetError as exc:
@@ -143,6 +147,7 @@ def cmd_run(args) -> int:
                 model=args.model,
                 api_base=args.api_base,
                 precision_policy=args.precision,
+                allowed_torch_ops=args.allow_torch_ops,
             )
     except (ProblemError, GeneratorError, StoreError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc

@@ -64,7 +64,9 @@ def static_check(problem, source: str) -> Rejection | None:
         scan.forbidden()
         or _check_model_new(tree, problem.source)
         or scan.kernel_launch()
-        or scan.replaced_calls(expand_equivalents(problem.replaces))
+        or scan.replaced_calls(
+            expand_equivalents(problem.replaces) - set(problem.allowed_torch_ops)
+        )
     )
 
 

@@ -38,6 +38,9 @@ class Problem:
     # The session's precision policy, one of PRECISION_POLICIES: it travels with the problem to
     # the generators, the gate and the bench's timing.
     precision_policy: str = "strict"
+    # torch operators the user allowed ModelNew.forward to compute with (hybrid kernels, e.g. a
+    # cuBLAS GEMM with a Triton epilogue), by name; stored with the session.
+    allowed_torch_ops: tuple[str, ...] = ()
 
     def tier(self, tier: str) -> list[Size]:
         return [s for s in self.sizes if s.tier == tier]

@@ -76,6 +76,7 @@ def snapshot(engine_like, all_rows: bool = False) -> dict:
         "step": search.step,
         "seed": meta["seed"],
         "precision_policy": meta["precision_policy"],
+        "allowed_torch_ops": meta["allowed_torch_ops"],
         "timings_meaningful": meta["backend"] != "cpu",
         "best": best_summary(engine_like),
         "budget": budget_summary(engine_like),

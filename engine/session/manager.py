@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from engine.jobs import RungSpec
 from engine.search.engine import Engine
@@ -39,16 +39,19 @@ def create_session(
     ladder: list[RungSpec] | None = None,
     replay_from: str | None = None,
     precision_policy: str = "strict",
+    allowed_torch_ops: tuple[str, ...] = (),
 ) -> None:
     """Check everything that can fail before any budget is spent, then write the new session.
     `ladder` replaces the default ladder; generator "replay" replays the candidates of the
     session folder `replay_from` (the bench's flat-versus-ladder ablation); `precision_policy`
-    is one of engine.problems.PRECISION_POLICIES, kept for the session's whole life."""
+    is one of engine.problems.PRECISION_POLICIES and `allowed_torch_ops` the torch operators
+    forward may compute with, both kept for the session's whole life."""
     from engine.backends import resolve_backend
     from engine.problems import load_problem
     from engine.search.rungs import default_ladder
 
-    problem = load_problem(problem_spec, precision_policy)
+    problem = replace(load_problem(problem_spec, precision_policy),
+                      allowed_torch_ops=tuple(allowed_torch_ops))  # fmt: skip
     backend_name = resolve_backend(backend_name)
     meta = {
         "session": paths.name,
@@ -61,6 +64,7 @@ def create_session(
         "replay_from": replay_from,
         "seed": seed,
         "precision_policy": precision_policy,
+        "allowed_torch_ops": list(allowed_torch_ops),
         "limits": limits,
         "ladder": [asdict(r) for r in ladder or default_ladder(problem, backend_name)],
         "created_at": time.time(),
@@ -91,7 +95,8 @@ def resume_session(paths: SessionPaths) -> Engine:
     try:
         store = Store(paths.database)
         meta = store.meta()
-        problem = load_problem(meta["problem_path"], meta["precision_policy"])
+        problem = replace(load_problem(meta["problem_path"], meta["precision_policy"]),
+                          allowed_torch_ops=tuple(meta["allowed_torch_ops"]))  # fmt: skip
         gen = make_generator(meta, problem)
         gen.preflight()
         meta["engine_pid"] = os.getpid()

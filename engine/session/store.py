@@ -17,7 +17,7 @@ from engine.search.population import Candidate
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
 # Meta keys added since, with the value that a session made before them reads as.
-META_DEFAULTS = {"precision_policy": "strict"}
+META_DEFAULTS = {"precision_policy": "strict", "allowed_torch_ops": []}
 COMMAND_COLUMNS = (
     "id",
     "command",

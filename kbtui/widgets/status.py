@@ -37,6 +37,9 @@ def status_content(
         )
         if snapshot.get("precision_policy") == "tf32":
             head += Content.assemble((" · TF32 allowed", "$text-warning"))
+        if snapshot.get("allowed_torch_ops"):
+            allowed = ",".join(snapshot["allowed_torch_ops"])
+            head += Content.assemble((f" · torch {allowed} allowed", "$text-warning"))
         if snapshot.get("timings_meaningful") is False:
             head += Content.assemble((" · timings not meaningful", "$text-warning"))
     lines = [head]

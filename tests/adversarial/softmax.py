@@ -4,7 +4,7 @@ them through the real judge and runner."""
 
 import textwrap
 
-KERNEL = '''
+KERNEL = """
 import torch
 import torch.nn as nn
 import triton
@@ -28,7 +28,7 @@ def launch(x):
     rows, cols = x.shape
     softmax_kernel[(rows,)](x, y, cols, BLOCK=triton.next_power_of_2(cols))
     return y
-'''
+"""
 
 
 def candidate(forward: str, prelude: str = "", init: str = "") -> str:
@@ -37,8 +37,11 @@ def candidate(forward: str, prelude: str = "", init: str = "") -> str:
     setup = textwrap.indent(textwrap.dedent(init).strip(), " " * 8) if init.strip() else ""
     return (
         KERNEL + textwrap.dedent(prelude) + "\n\nclass ModelNew(nn.Module):\n"
-        "    def __init__(self):\n        super().__init__()\n" + (setup + "\n" if setup else "")
-        + "\n    def forward(self, x):\n" + body + "\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        + (setup + "\n" if setup else "")
+        + "\n    def forward(self, x):\n"
+        + body
+        + "\n"
     )
 
 
@@ -59,14 +62,17 @@ FORGED_REPLY_LINES = candidate("""
                 pass
     return torch.zeros_like(x)
 """)
-PATCHES_THE_INTERPRETER = candidate("return launch(x)", prelude="""
+PATCHES_THE_INTERPRETER = candidate(
+    "return launch(x)",
+    prelude="""
     import math
     math.sqrt = lambda value: 0.0
     torch.equal = lambda a, b: True
     torch.allclose = lambda *args, **kwargs: True
     torch.isfinite = lambda t: torch.ones_like(t, dtype=torch.bool)
     torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
-""")
+""",
+)
 PATCHES_THE_RUNNER_CHECK = candidate("""
     import sys
     session = sys.modules["kbrunner.session"]
@@ -163,11 +169,13 @@ READS_DATA_INTO_PYTHON = candidate("""
 """)
 
 # --- fake timing (SLEEP_S is filled in: longer than the noise the cpu backend allows)
-FORGES_ITS_FIGURES = candidate("""
+FORGES_ITS_FIGURES = candidate(
+    """
     import time
     time.sleep(SLEEP_S)
     return launch(x)
-""", prelude="""
+""",
+    prelude="""
     import sys
     _session = sys.modules["kbrunner.session"].RunnerSession
     _real_rep = _session.op_rep
@@ -177,13 +185,16 @@ FORGES_ITS_FIGURES = candidate("""
         return {"event_ms": 0.001, "host_ms": 0.001}
 
     _session.op_rep = _fast_rep
-""")
-DEFERS_ITS_WORK = candidate("""
+""",
+)
+DEFERS_ITS_WORK = candidate(
+    """
     if getattr(self, "timing", False):
         self.pending = x
         return torch.empty_like(x)
     return launch(x)
-""", prelude="""
+""",
+    prelude="""
     import sys, time
     _session = sys.modules["kbrunner.session"].RunnerSession
     _real_begin, _real_fetch = _session.op_time_begin, _session.op_fetch
@@ -199,13 +210,17 @@ DEFERS_ITS_WORK = candidate("""
         return _real_fetch(self, message)
 
     _session.op_time_begin, _session.op_fetch = _begin, _fetch
-""")
-MEMOISES_BY_ADDRESS = candidate("""
+""",
+)
+MEMOISES_BY_ADDRESS = candidate(
+    """
     key = x.data_ptr()
     if key not in self.memo:
         self.memo[key] = launch(x)
     return self.memo[key]
-""", init="self.memo = {}")
+""",
+    init="self.memo = {}",
+)
 
 # --- leaks (SECRET_FILE is filled in)
 RAISES_THE_ENVIRONMENT = candidate("""
@@ -234,4 +249,10 @@ RIGHT_ONLY_WHEN_TINY = candidate("""
     y = torch.empty_like(x)
     softmax_kernel[(x.shape[0],)](x, y, x.shape[1] // 2, BLOCK=triton.next_power_of_2(x.shape[1]))
     return y
+""")
+
+# --- a candidate that never returns (the judge must still end with the engine)
+HANGS_FOREVER = candidate("""
+    while True:
+        pass
 """)

@@ -19,8 +19,14 @@ from tests.adversarial import softmax as attacks
 
 ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
 sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
-TIMING = {"seed": 11, "recheck_seed": 12, "warmup": 1, "reps": 8, "input_sets": 2,
-          "interleave": True}  # fmt: skip
+TIMING = {
+    "seed": 11,
+    "recheck_seed": 12,
+    "warmup": 1,
+    "reps": 8,
+    "input_sets": 2,
+    "interleave": True,
+}
 SLEEP_S = "0.4"  # a slow kernel: well beyond the cpu backend's timing noise allowance
 
 
@@ -37,8 +43,9 @@ def softmax():
 
 
 def judge(backend, problem, source: str, timing: dict | None = None, seeds=(101, 102)):
-    return backend.judge(problem, source, [problem.size("tiny")], check_seeds=list(seeds),
-                         timing=timing)  # fmt: skip
+    return backend.judge(
+        problem, source, [problem.size("tiny")], check_seeds=list(seeds), timing=timing
+    )
 
 
 def fill(source: str, **values) -> str:
@@ -77,8 +84,9 @@ def test_outputs_are_read_only_from_the_exchange_folder(backend, softmax):
 
 # --- the operating-system sandbox
 @sandboxed
-@pytest.mark.parametrize("attack", ["SPAWNS_A_SHELL", "FORKS", "BUILDS_NATIVE_CODE",
-                                    "WRITES_INTO_THE_ENGINE"])  # fmt: skip
+@pytest.mark.parametrize(
+    "attack", ["SPAWNS_A_SHELL", "FORKS", "BUILDS_NATIVE_CODE", "WRITES_INTO_THE_ENGINE"]
+)
 def test_no_process_program_native_build_or_outside_file(backend, softmax, tmp_path, attack):
     marker = tmp_path / "marker"
     source = fill(getattr(attacks, attack), MARKER=marker, ENGINE_DIR=ENGINE_DIR)
@@ -122,8 +130,12 @@ def test_no_socket_reaches_a_listener(backend, softmax, tmp_path):
     watcher = threading.Thread(target=accept_all, args=(stop,))
     watcher.start()
     try:
-        source = fill(attacks.CONNECTS_OUT, PORT=tcp.getsockname()[1], UNIX_PATH=unix_path,
-                      ABSTRACT=abstract_name)  # fmt: skip
+        source = fill(
+            attacks.CONNECTS_OUT,
+            PORT=tcp.getsockname()[1],
+            UNIX_PATH=unix_path,
+            ABSTRACT=abstract_name,
+        )
         result = judge(backend, softmax, source)
     finally:
         stop.set()

@@ -113,10 +113,10 @@ def test_endless_loop_times_out_and_only_its_runner_dies(softmax):
         assert result.reason == "timeout"
         assert "3 s deadline" in result.message
         assert time.monotonic() - started < 30
-        judge = local.timing_worker.pid
+        judge = local.judge_client.pid
         assert judge is not None  # the judge killed the runner and goes on
         assert local.check(softmax, source("softmax_valid")).passed
-        assert (local.timing_worker.pid, local.timing_worker.starts) == (judge, 1)
+        assert (local.judge_client.pid, local.judge_client.starts) == (judge, 1)
     finally:
         local.close()
 
@@ -132,7 +132,7 @@ def test_worker_killed_from_outside_mid_run(softmax):
     local = LocalBackend("cpu", timeouts=Timeouts(compile_s=60, run_s=60))
     try:
         assert local.check(softmax, source("softmax_valid")).passed
-        pid = local.timing_worker.pid
+        pid = local.judge_client.pid
         outcome = {}
         runner = threading.Thread(
             target=lambda: outcome.update(r=local.check(softmax, source("softmax_endless")))
@@ -144,7 +144,7 @@ def test_worker_killed_from_outside_mid_run(softmax):
         assert outcome["r"].reason == "crash"
         assert "SIGKILL" in outcome["r"].message
         assert local.check(softmax, source("softmax_valid")).passed
-        assert local.timing_worker.pid != pid
+        assert local.judge_client.pid != pid
     finally:
         local.close()
 

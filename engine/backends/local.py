@@ -45,17 +45,13 @@ class LocalBackend:
         timeouts = timeouts or Timeouts()
         # Each candidate's compiled kernels, kept between its evaluations (never shared).
         self.triton_caches = tempfile.mkdtemp(prefix="kb-triton-caches-")
-        self.timing_worker = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
-        # On cuda a second worker compiles and checks while the first one times; on cpu there is
-        # one worker (two cores, and timings there mean nothing).
-        self.check_worker = (
-            WorkerClient(device, gpu, timeouts) if device == "cuda"
-            else self.timing_worker
-        )  # fmt: skip
+        # The judge of this device: one request an evaluation (check, timing and re-check in one
+        # fresh runner, so a candidate loads and compiles once an evaluation).
+        self.judge_client = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
 
     @property
     def isolation(self) -> dict:
-        return self.timing_worker.isolation
+        return self.judge_client.isolation
 
     def sizes_for(self, problem: Problem, labels) -> list[Size]:
         """The rung's sizes; on cpu the problem's tiny ones stand in for larger sizes."""
@@ -83,18 +79,19 @@ class LocalBackend:
 
     def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
         """The judge's verdict on a request, without the engine's static rules."""
-        return self._result(self.timing_worker.run(self.judge_request(problem, source, sizes,
-                                                                      **extra)))  # fmt: skip
+        request = self.judge_request(problem, source, sizes, **extra)
+        with self._gpu_lock():
+            return self._result(self.judge_client.run(request))
 
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
-        """The gate alone: static rules, then the correctness check in the check worker."""
+        """The gate alone: static rules, then the correctness check in the judge."""
         rejected = self._static_rejection(problem, source)
         if rejected:
             return rejected
         sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
         request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
-        return self._result(self.check_worker.run(request))
+        return self._result(self.judge_client.run(request))
 
     def evaluate(self, problem: Problem, job: EvalJob, sizes: list[Size] | None = None
                  ) -> EvalResult:  # fmt: skip
@@ -112,26 +109,9 @@ class LocalBackend:
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
-        if self.check_worker is self.timing_worker:
-            request = self.judge_request(
-                problem, job.source, sizes, check_seeds=seeds, timing=timing
-            )
-            with self._gpu_lock():
-                result = self._result(self.timing_worker.run(request))
-        else:
-            result = self._result(self.check_worker.run(
-                self.judge_request(problem, job.source, sizes, check_seeds=seeds)
-            )) if seeds else EvalResult(True)  # fmt: skip
-            if not result.passed:
-                return result
-            with self._gpu_lock():
-                timed = self._result(self.timing_worker.run(
-                    self.judge_request(problem, job.source, sizes, timing=timing)
-                ))  # fmt: skip
-            timed.gpu_seconds = _add(result.gpu_seconds, timed.gpu_seconds)
-            if seeds:
-                timed.error = max(result.error or 0.0, timed.error or 0.0)
-            result = timed
+        request = self.judge_request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
+        with self._gpu_lock():
+            result = self._result(self.judge_client.run(request))
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
         return result
@@ -176,8 +156,7 @@ class LocalBackend:
         )
 
     def close(self) -> None:
-        self.timing_worker.close()
-        self.check_worker.close()
+        self.judge_client.close()
         shutil.rmtree(self.triton_caches, ignore_errors=True)
 
 

@@ -16,6 +16,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from engine.backends.local import LocalBackend
@@ -62,12 +63,10 @@ def reference_floor(backend: LocalBackend, problem, reps: int) -> dict:
     """The reference gated (harness only: it is the reference) and timed against itself."""
     source = problem.source + "\n\nModelNew = Model\n"
     sizes = backend.sizes_for(problem, [s.label for s in problem.full])
-    request = backend._request(problem, source, sizes, check_seeds=[11, 12, 13])
-    request["replaces"] = []
-    request["timing"] = {"seed": 5, "recheck_seed": 6, "warmup": 5, "reps": reps,
-                         "input_sets": 3, "interleave": True}  # fmt: skip
-    with backend._gpu_lock():
-        result = backend._result(backend.timing_worker.run(request))
+    timing = {"seed": 5, "recheck_seed": 6, "warmup": 5, "reps": reps, "input_sets": 3,
+              "interleave": True}  # fmt: skip
+    harness = replace(problem, replaces=(), allowed_torch_ops=("*",))  # it is the reference
+    result = backend.judge(harness, source, sizes, check_seeds=[11, 12, 13], timing=timing)
     return {"passed": result.passed, "reason": result.reason, "message": result.message[:300],
             "error": result.error, "timings": timing_summary(result)}  # fmt: skip
 

@@ -124,6 +124,8 @@ class RunnerProcess:
 
     def _death_message(self) -> str:
         code = self.proc.wait()
+        if self.sandboxed and code > 128:  # bubblewrap exits 128 + the signal its child died of
+            code = 128 - code
         if code < 0:
             name = signal.Signals(-code).name
             what = {

@@ -77,6 +77,13 @@ def test_a_patched_interpreter_reaches_neither_the_judge_nor_the_next_candidate(
     assert judge(backend, softmax, mutates).reason in ("mutates_input", "torch_compute")
 
 
+def test_malformed_replies_reject_the_candidate_not_the_judge(backend, softmax):
+    result = judge(backend, softmax, attacks.MALFORMED_REPLIES)
+    assert result.reason in ("protocol_violation", "bad_output_type"), result.message
+    assert judge(backend, softmax, attacks.VALID).passed
+    assert backend.judge_client.starts == 1  # the judge itself never died
+
+
 def test_outputs_are_read_only_from_the_exchange_folder(backend, softmax):
     result = judge(backend, softmax, attacks.PATCHES_THE_RUNNER_CHECK)
     assert result.reason == "protocol_violation", result.message

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from engine.worker.failures import death_message
 from engine.worker.sandbox import worker_environment
 
 # What each phase the worker announces is counted as in the budget ledger.
@@ -137,20 +138,7 @@ class WorkerClient:
         self.proc = None
 
     def _death_message(self) -> str:
-        code = self.proc.wait()
-        if code < 0:
-            name = signal.Signals(-code).name
-            what = {
-                "SIGSEGV": "a segmentation fault (a kernel or library read invalid memory)",
-                "SIGKILL": "SIGKILL (killed from outside, often by the out-of-memory killer)",
-                "SIGABRT": "an abort",
-                "SIGBUS": "a bus error (invalid memory access)",
-            }.get(name, name)
-            cause = f"the worker died of {what}"
-        else:
-            cause = f"the worker exited with status {code}"
-        tail = self._stderr_tail()
-        return cause + (f"; its last output:\n{tail}" if tail else "")
+        return death_message("worker", self.proc.wait(), self._stderr_tail())
 
     def run(self, request: dict) -> dict:
         """Send one request and wait for its result under the phase deadlines. The result has

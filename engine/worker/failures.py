@@ -5,6 +5,7 @@ candidate's to write, and it travels into sessions, events and LLM prompts."""
 from __future__ import annotations
 
 import re
+import signal
 
 # Characters of a message: enough for Triton's error with its source excerpt.
 MESSAGE_LIMIT = 3000
@@ -67,3 +68,21 @@ def classify_death(kind: str, message: str) -> tuple[str, str]:
     if any(m in text for m in OOM_MARKERS):
         return "out_of_memory", text
     return "crash", text
+
+
+SIGNAL_WORDS = {
+    "SIGSEGV": "a segmentation fault (a kernel or library read invalid memory)",
+    "SIGKILL": "SIGKILL (killed from outside, often by the out-of-memory killer)",
+    "SIGABRT": "an abort",
+    "SIGBUS": "a bus error (invalid memory access)",
+}
+
+
+def death_message(who: str, code: int, tail: str) -> str:
+    """Why process `who` ended, from its exit status (negative: a signal) and its last output."""
+    if code < 0:
+        name = signal.Signals(-code).name
+        cause = f"the {who} died of {SIGNAL_WORDS.get(name, name)}"
+    else:
+        cause = f"the {who} exited with status {code}"
+    return cause + (f"; its last output:\n{tail}" if tail else "")

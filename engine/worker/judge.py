@@ -33,7 +33,7 @@ from engine.gate.torch_use import check_torch_use
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
 from engine.runner.exchange import ExchangeError, decode_values, encode_values, read_tensor
-from engine.worker.failures import classify_death, classify_error
+from engine.worker.failures import classify_death, classify_error, sanitize
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
 from engine.worker.sandbox import TRITON_CACHE_NAME
@@ -43,6 +43,8 @@ OUTPUT_REASONS = frozenset(
     "wrong_output nan_output unwritten_output constant_output wrong_shape bad_output_type".split()
 )
 DEFAULT_DEADLINES = {"compile": 180.0, "run": 120.0, "time": 300.0}
+# What reading a reply of the wrong shape raises in the judge.
+MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
 
 class Evaluation:
@@ -263,6 +265,9 @@ def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
     except RunnerFailed as exc:
         reason, message = classify_death(exc.kind, exc.message)
         return job.verdict(passed=False, reason=reason, message=message)
+    except MALFORMED_REPLY as exc:  # a reply of the wrong shape: data from the candidate's side
+        message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
+        return job.verdict(passed=False, reason="protocol_violation", message=message)
     finally:
         runner.close(keep=runner_cache if cache else None, into=cache)
         if job.device == "cuda":  # the next runner needs the GPU memory this judge cached

@@ -8,12 +8,12 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 
+from engine.worker.failures import death_message
 from engine.worker.sandbox import RUNNER_PACKAGE, runner_command
 
 STDERR_TAIL_LINES = 40
@@ -126,19 +126,7 @@ class RunnerProcess:
         code = self.proc.wait()
         if self.sandboxed and code > 128:  # bubblewrap exits 128 + the signal its child died of
             code = 128 - code
-        if code < 0:
-            name = signal.Signals(-code).name
-            what = {
-                "SIGSEGV": "a segmentation fault (a kernel or library read invalid memory)",
-                "SIGKILL": "SIGKILL (killed from outside, often by the out-of-memory killer)",
-                "SIGABRT": "an abort",
-                "SIGBUS": "a bus error (invalid memory access)",
-            }.get(name, name)
-            cause = f"the runner died of {what}"
-        else:
-            cause = f"the runner exited with status {code}"
-        tail = self.stderr_tail()
-        return cause + (f"; its last output:\n{tail}" if tail else "")
+        return death_message("runner", code, self.stderr_tail())
 
     def close(self, keep: str | None = None, into: str | None = None) -> None:
         """Kill the runner (its whole sandbox) and remove the exchange folder, after moving the

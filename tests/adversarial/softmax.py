@@ -256,3 +256,13 @@ HANGS_FOREVER = candidate("""
     while True:
         pass
 """)
+
+# --- replies of the wrong shape
+MALFORMED_REPLIES = candidate(
+    "return launch(x)",
+    prelude="""
+    import sys
+    _session = sys.modules["kbrunner.session"].RunnerSession
+    _session.op_call = lambda self, message: {"ops": 7, "outputs": ["not a tensor", None]}
+""",
+)

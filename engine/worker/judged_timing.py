@@ -34,8 +34,8 @@ from engine.worker.failures import classify_error
 
 CALIBRATION_REPS = 8
 # Positions of each output checked after a verified repetition: runs of contiguous elements at
-# random starts (4096 scattered reads of a 6 GB output cost the runner ~3 ms of TLB misses on the
-# H200, which the fetch's time check would take for deferred work).
+# random starts, so that a fetch touches few pages of a large output and costs what the
+# calibration's fetch cost.
 VERIFIED_RUNS, VERIFIED_RUN_LENGTH = 64, 64
 # A verified repetition's error may exceed the check's tolerance this much (fewer elements).
 SAMPLE_TOLERANCE_FACTOR = 4.0

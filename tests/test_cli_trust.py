@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 from tests.adversarial.softmax import candidate
 
 ROOT = Path(__file__).parent.parent
@@ -58,3 +61,11 @@ def test_llm_runs_need_the_sandbox_unless_trusted(tmp_path):
     offline = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", "3evals",
                  "--sessions-dir", str(tmp_path), env=env)  # fmt: skip
     assert offline.returncode == 0, offline.stderr  # its own templates may run with less
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU machine: nothing to refuse")
+def test_run_on_cuda_without_a_gpu_is_refused_up_front(tmp_path):
+    done = kb("run", "softmax", "--backend", "cuda", "--headless", "--sessions-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert "--backend cuda needs a GPU" in done.stderr and "--backend cpu" in done.stderr
+    assert not list(tmp_path.iterdir())  # no session was created

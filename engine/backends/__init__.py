@@ -8,13 +8,19 @@ CHOICES = (*BACKENDS, "auto")
 
 
 def resolve_backend(name: str) -> str:
-    """A backend name with `auto` made concrete: cuda when PyTorch sees a GPU, else cpu."""
+    """A backend name with `auto` made concrete: cuda when PyTorch sees a GPU, else cpu; cuda
+    without a GPU is refused before anything starts."""
     if name not in CHOICES:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(CHOICES)}")
-    if name != "auto":
+    if name not in ("auto", "cuda"):
         return name
     import torch
 
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            "--backend cuda needs a GPU that PyTorch can see (this PyTorch is "
+            f"{torch.__version__}); use --backend cpu or auto, or install PyTorch's CUDA build"
+        )
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 

@@ -69,12 +69,13 @@ def run(args) -> int:
 
     try:
         limits = parse_budget([args.budget_per_problem])
-    except BudgetError as exc:
+        backend = resolve_backend(args.backend)
+    except (BudgetError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
     plan = BenchPlan(
         problems=tuple(dict.fromkeys(args.problems or builtin_names())),
         ablation=tuple(dict.fromkeys(args.ablation)),
-        backend=resolve_backend(args.backend),
+        backend=backend,
         limits=limits,
         seed=args.seed,
         out=Path(args.out),

@@ -201,7 +201,7 @@ def start_engine(paths: SessionPaths):
     try:
         with session_folder_writes(paths):
             return resume_session(paths)
-    except (GeneratorError, StoreError, SessionBusy) as exc:
+    except (GeneratorError, StoreError, SessionBusy, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
 
 

@@ -69,3 +69,12 @@ def test_run_on_cuda_without_a_gpu_is_refused_up_front(tmp_path):
     assert done.returncode == 2
     assert "--backend cuda needs a GPU" in done.stderr and "--backend cpu" in done.stderr
     assert not list(tmp_path.iterdir())  # no session was created
+
+
+def test_run_without_a_terminal_runs_headless_and_ends(tmp_path):
+    done = kb("run", "softmax", "--backend", "sim", "--budget", "4evals", "--sessions-dir",
+              str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no terminal for the TUI" in done.stderr and "running headless" in done.stderr
+    assert "\x1b[" not in done.stdout + done.stderr  # no escape codes
+    assert "finished" in done.stderr

@@ -161,6 +161,13 @@ def cmd_resume(args) -> int:
     if not running and (spent := spent_budget_message(paths)):
         print(spent, file=sys.stderr)  # finished, not failed: a resume-until-done loop ends
         return 0
+    if not args.headless and not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(
+            "no terminal for the TUI (nohup, ssh without -t, redirected output): running "
+            "headless; `kernelbrain attach` shows it from a terminal",
+            file=sys.stderr,
+        )
+        args.headless = True
     if not args.headless:
         if not running:
             with session_folder_writes(paths):

@@ -222,8 +222,6 @@ def test_profile_runs_ncu_once_and_reads_the_report_twice(fake_ncu, monkeypatch)
     assert "--clock-control" in probe and "-c" in probe
     assert run[run.index("--nvtx-include") + 1] == f"{NVTX_RANGE}/"
     assert run[-3:] == ["-S", "-m", "kbrunner.profile_launch"]  # the runner's launcher
-    if isolation().sandboxed:  # ... inside the candidate sandbox
-        assert run[run.index("--export") + 3].endswith("bwrap") and "--seccomp" in run
     assert (
         raw[raw.index("--page") + 1] == "raw" and details[details.index("--page") + 1] == "details"
     )

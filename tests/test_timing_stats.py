@@ -6,7 +6,7 @@ import statistics
 import pytest
 import torch
 
-from engine.timing.bench import CpuTimer, time_pair
+from engine.timing.bench import CpuTimer, time_round_robin
 from engine.timing.stats import speedup_interval, summarize
 
 
@@ -63,9 +63,9 @@ def test_cpu_timing_interleaves_and_rotates_input_sets():
     candidate = lambda x: calls.append(("cand", int(x[0])))
     reference = lambda x: calls.append(("ref", int(x[0])))
     inputs = [[torch.tensor([k])] for k in range(3)]
-    cand, ref = time_pair(candidate, reference, inputs, warmup=1, reps=4, interleave=True,
-                          timer=CpuTimer())  # fmt: skip
+    samples = time_round_robin({"cand": candidate, "ref": reference}, inputs, 4, CpuTimer())
+    cand, ref = samples["cand"], samples["ref"]
     assert len(cand) == len(ref) == 4 and all(t >= 0 for t in cand + ref)
-    timed = calls[2:]
+    timed = calls
     assert timed == [("cand", 0), ("ref", 0), ("ref", 1), ("cand", 1),
                      ("cand", 2), ("ref", 2), ("ref", 0), ("cand", 0)]  # fmt: skip

@@ -12,13 +12,18 @@ import torch
 DEFAULT_L2_BYTES = 64 << 20
 
 
+def l2_flush_buffer() -> torch.Tensor:
+    """A cuda buffer twice the L2's size: zeroing it evicts whatever a call left in L2."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES
+    return torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+
+
 class Bracket:
     def __init__(self, device: str):
         self.device = device
         if device == "cuda":
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            l2 = getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES
-            self.flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+            self.flush_buffer = l2_flush_buffer()
 
     def rep(self, fn, args) -> tuple[float, float, object]:
         """(event_ms, host_ms, output) of one call; on cpu both figures are the host clock."""

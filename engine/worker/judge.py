@@ -121,9 +121,8 @@ class Evaluation:
         return encode_values(self.runner.exchange, f"{self.tag()}_arg", inputs)
 
     def call(self, inputs: list, poison: str) -> dict:
-        tag = self.tag()
-        encoded = encode_values(self.runner.exchange, f"{tag}_arg", inputs)
-        message = {"op": "call", "inputs": encoded, "poison": poison, "tag": tag}
+        encoded = self.encode(inputs)
+        message = {"op": "call", "inputs": encoded, "poison": poison, "tag": self.tag()}
         reply = self.ask(message, "one run")
         reply["sent"] = encoded
         return reply

@@ -224,6 +224,17 @@ def test_no_file_outside_the_candidate_reaches_a_rejection(backend, softmax, tmp
     assert "FileNotFoundError" in result.message
 
 
+@sandboxed
+def test_a_link_in_the_kept_triton_cache_reaches_no_host_file(backend, softmax, tmp_path):
+    canary = f"canary-{uuid.uuid4().hex}"
+    secret = tmp_path / "secret.txt"
+    secret.write_text(canary)
+    source = fill(attacks.PLANTS_A_LINK_IN_ITS_CACHE, SECRET_FILE=secret)
+    first, second = judge(backend, softmax, source), judge(backend, softmax, source)
+    assert first.passed, first.message
+    assert second.passed and canary not in second.message, second.message
+
+
 def test_messages_are_bounded_and_printable(backend, softmax):
     result = judge(backend, softmax, attacks.FLOODS_THE_MESSAGE)
     assert result.reason == "launch_error"

@@ -266,3 +266,16 @@ MALFORMED_REPLIES = candidate(
     _session.op_call = lambda self, message: {"ops": 7, "outputs": ["not a tensor", None]}
 """,
 )
+
+# --- a link planted in the candidate's own Triton cache, kept for its next runner (SECRET_FILE is
+# filled in): the next runner must not find the host file's contents there
+PLANTS_A_LINK_IN_ITS_CACHE = candidate("""
+    import os
+    link = os.path.join(os.environ["TRITON_CACHE_DIR"], "leak")
+    if os.path.exists(link):
+        raise RuntimeError("leaked: " + open(link).read())
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if not os.path.lexists(link):
+        os.symlink("SECRET_FILE", link)
+    return launch(x)
+""")

@@ -11,10 +11,10 @@ import pytest
 
 from engine.bench.floors import size_work
 from engine.bench.measure import time_contenders
-from engine.bench.replay import ReplayGenerator
 from engine.bench.rows import problem_rows
 from engine.bench.searches import SearchOutcome, gpu_seconds_to_best
 from engine.generate.base import GenerationRequest, GeneratorError
+from engine.generate.replay import ReplayGenerator
 from engine.problems import load_problem
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events

@@ -2,8 +2,8 @@
 
 import pytest
 
+from engine.records import Candidate, RungResult
 from engine.search import scheduler
-from engine.search.population import Candidate, RungResult
 from engine.search.scheduler import RungIndex
 
 

@@ -7,7 +7,7 @@ import sys
 import duckdb
 import pytest
 
-from engine.search.population import Candidate
+from engine.records import Candidate
 from engine.session.lock import EngineLock, SessionBusy
 from engine.session.store import ReplyTable, StepWrite, Store, StoreError
 from engine.session_files import SessionPaths

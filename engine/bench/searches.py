@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from engine.compose import create_session, resume_session
 from engine.jobs import RungSpec
-from engine.session.manager import create_session, resume_session
 from engine.session_files import SessionPaths
 
 NEAR_BEST = 0.02  # "reached the best": within 2% of the final best speedup

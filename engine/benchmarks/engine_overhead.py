@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.compose import create_session, resume_session
 from engine.generate.base import Proposal
 from engine.search.engine import Engine
-from engine.session.manager import create_session, resume_session
 from engine.session.store import StepWrite
 from engine.session_files import SessionPaths
 

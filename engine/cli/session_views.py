@@ -77,8 +77,8 @@ def cmd_ls(args) -> int:
 
 def show_data(paths: SessionPaths) -> dict:
     """The engine's snapshot while one runs; otherwise the full view from the store."""
+    from engine.compose import open_view
     from engine.search import report
-    from engine.session.manager import open_view
     from engine.session.store import StoreError
 
     if engine_running(paths):

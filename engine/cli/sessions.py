@@ -114,9 +114,9 @@ def default_session_name(problem: str) -> str:
 
 
 def cmd_run(args) -> int:
+    from engine.compose import create_session
     from engine.generate.base import GeneratorError
     from engine.problems import ProblemError
-    from engine.session.manager import create_session
     from engine.session.store import StoreError
 
     if args.generator == "llm" and not args.model:
@@ -200,9 +200,9 @@ def run_headless(paths: SessionPaths) -> int:
 
 def start_engine(paths: SessionPaths):
     """The session's engine, holding its lock; what stops it from starting is a UsageError."""
+    from engine.compose import resume_session
     from engine.generate.base import GeneratorError
     from engine.session.lock import SessionBusy
-    from engine.session.manager import resume_session
     from engine.session.store import StoreError
 
     try:

@@ -15,10 +15,10 @@ from engine.backends.base import Backend
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
 from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
 from engine.problems import Problem
+from engine.records import Candidate, RungResult
 from engine.search import report, scheduler
 from engine.search.budget import Ledger
 from engine.search.commands import apply_command
-from engine.search.population import Candidate, RungResult
 from engine.search.score import score, speedup_summary
 from engine.session import publish
 from engine.session.lock import EngineLock

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 
-from engine.search.population import Candidate
+from engine.records import Candidate
 
 ETA = 3
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from engine.search.population import Candidate
+from engine.records import Candidate
 from engine.session_files import SessionPaths, read_json, write_json_atomic
 
 SNAPSHOT_SCHEMA = 1

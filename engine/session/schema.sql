@@ -1,6 +1,6 @@
 -- KernelBrain session store. One engine process writes it; bump SCHEMA_VERSION on any change.
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value JSON);
--- One row per candidate; `record` is engine.search.population.Candidate as JSON, the other
+-- One row per candidate; `record` is engine.records.Candidate as JSON, the other
 -- columns are copies for queries.
 CREATE TABLE candidates (
     id VARCHAR PRIMARY KEY, seq INTEGER, sha256 VARCHAR, status VARCHAR, rung INTEGER,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.search.population import Candidate
+from engine.records import Candidate
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()

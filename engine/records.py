@@ -1,4 +1,5 @@
-"""The population of candidates as the scheduler sees it: one record per candidate."""
+"""The search's records of its candidates, one each: what the store keeps, the scheduler ranks
+and the snapshot publishes (on the bottom floor, so that every layer may read them)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Create, resume and inspect sessions: the engine's side of `kernelbrain run/resume/show`."""
+"""The composition root: the one place that builds an engine (problem, backend, generator, store)
+from a session, for `kernelbrain run/resume/show` and the bench."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from engine.session_files import SessionPaths
 
 def make_generator(meta: dict, problem):
     if meta["generator"] == "replay":
-        from engine.bench.replay import ReplayGenerator
+        from engine.generate.replay import ReplayGenerator
 
         return ReplayGenerator(meta["replay_from"])
     if meta["generator"] == "offline":

@@ -111,6 +111,19 @@ def test_a_candidate_cannot_signal_the_engine(backend, softmax):
 
 
 @sandboxed
+def test_a_runner_cannot_reach_the_template_it_was_forked_from(backend, softmax):
+    result = judge(backend, softmax, attacks.REACHES_FOR_THE_TEMPLATE)
+    assert result.passed, result.message
+    assert judge(backend, softmax, attacks.VALID).passed
+
+
+def test_nothing_a_candidate_leaves_behind_reaches_the_next(backend, softmax):
+    assert judge(backend, softmax, attacks.LEAVES_NOTES).passed
+    result = judge(backend, softmax, attacks.READS_NOTES)
+    assert result.passed, result.message
+
+
+@sandboxed
 def test_no_socket_reaches_a_listener(backend, softmax, tmp_path):
     tcp = socket.create_server(("127.0.0.1", 0))
     unix_path = str(tmp_path / "listener.sock")

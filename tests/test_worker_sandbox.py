@@ -6,13 +6,13 @@ import textwrap
 
 import pytest
 
-from engine.worker.runner_process import RunnerProcess
 from engine.worker.sandbox import (
     isolation,
     runner_command,
     runner_environment,
     worker_environment,
 )
+from engine.worker.template import RunnerTemplate
 
 sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
 
@@ -44,10 +44,9 @@ def test_runner_environment_holds_nothing_of_the_engines(monkeypatch):
     assert env["HOME"] == "/tmp" and env["PATH"] == ""
 
 
-def run_boxed(code: str, device: str = "cpu") -> subprocess.CompletedProcess:
-    """`code` run by Python inside the runner's sandbox (the seccomp filter included)."""
-    exchange = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
-    launch = runner_command(device, exchange, plain_root=exchange)
+def run_boxed(code: str, scratch, device: str = "cpu") -> subprocess.CompletedProcess:
+    """`code` run by Python inside the runner's sandbox (its seccomp filter included)."""
+    launch = runner_command(device, str(scratch), str(scratch))
     argv = launch.argv[: launch.argv.index("--") + 1] + [launch.argv[-4], "-S", "-c", code]
     done = subprocess.run(
         argv,
@@ -64,31 +63,64 @@ def run_boxed(code: str, device: str = "cpu") -> subprocess.CompletedProcess:
 
 
 @sandboxed
-def test_sandbox_refuses_sockets_and_processes_but_not_threads():
+def test_sandbox_refuses_sockets_of_every_family(tmp_path):
     done = run_boxed(
         textwrap.dedent("""
-        import os, socket, threading
+        import socket
         outcomes = []
         for attempt in (lambda: socket.socket(socket.AF_INET),
                         lambda: socket.socket(socket.AF_UNIX),
-                        lambda: socket.socketpair(),
-                        os.fork):
+                        lambda: socket.socketpair()):
             try:
                 attempt()
                 outcomes.append("allowed")
             except PermissionError:
                 outcomes.append("refused")
+        print(",".join(outcomes))
+    """),
+        tmp_path,
+    )
+    assert done.stdout.strip() == "refused,refused,refused", done.stderr
+
+
+@sandboxed
+def test_a_runners_filter_keeps_it_to_itself_but_allows_threads(tmp_path):
+    """What a runner installs before its candidate: no new process, no signal but to itself,
+    no ptrace, no new session, no System V IPC (which would outlive it); threads stay."""
+    done = run_boxed(
+        textwrap.dedent("""
+        import ctypes, os, signal, threading
+        from kbrunner.seccomp import candidate_program, install
+        parent = os.getppid()
+        signal.signal(signal.SIGUSR1, lambda *a: outcomes.append("own signal"))
+        install(candidate_program(os.getpid(), allow_processes=False))
+        libc = ctypes.CDLL(None, use_errno=True)
+        outcomes = []
+        for name, attempt in (("fork", os.fork), ("kill parent", lambda: os.kill(parent, 0)),
+                              ("kill group", lambda: os.kill(0, 0)), ("setsid", os.setsid),
+                              ("setpgid", lambda: os.setpgid(0, 0))):
+            try:
+                attempt()
+                outcomes.append(name)
+            except PermissionError:
+                pass
+        if libc.ptrace(16, parent, 0, 0) == 0:  # PTRACE_ATTACH
+            outcomes.append("ptrace")
+        if libc.shmget(0, 4096, 0o1666) != -1:  # IPC_PRIVATE, IPC_CREAT
+            outcomes.append("shmget")
+        os.kill(os.getpid(), signal.SIGUSR1)
         worker = threading.Thread(target=lambda: outcomes.append("thread"))
         worker.start()
         worker.join()
         print(",".join(outcomes))
-    """)
+    """),
+        tmp_path,
     )
-    assert done.stdout.strip() == "refused,refused,refused,refused,thread", done.stderr
+    assert done.stdout.strip() == "own signal,thread", done.stderr
 
 
 @sandboxed
-def test_sandbox_shows_no_project_home_sessions_or_programs():
+def test_sandbox_shows_no_project_home_sessions_or_programs(tmp_path):
     project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     home = os.path.expanduser("~")
     hidden = [f"{project}/README.md", f"{project}/sessions", f"{home}/.bashrc", "/etc/shadow"]
@@ -100,7 +132,7 @@ print([p for p in {hidden!r} if os.path.exists(p)])
 print(open("/proc/net/dev").read().count(":"))
 print(open("/etc/passwd").read().split(":")[0])
 """
-    done = run_boxed(code)
+    done = run_boxed(code, tmp_path)
     identity, visible, interfaces, users = done.stdout.strip().splitlines()
     uid, pid, cwd = identity.split(maxsplit=2)
     assert (uid, int(pid) < 10) == ("65534", True), done.stderr  # own user and PID namespace
@@ -111,11 +143,18 @@ print(open("/etc/passwd").read().split(":")[0])
 
 
 @sandboxed
-def test_a_runner_reports_its_namespace_and_dies_with_its_judge():
-    runner = RunnerProcess("cpu")
+def test_runners_are_forked_fresh_in_the_template_sandbox_that_dies_with_its_judge():
+    template = RunnerTemplate("cpu")
     try:
-        ready = runner.wait_ready(120)
-        assert runner.sandboxed and ready["interfaces"] == ["lo"]
+        pids = []
+        for _ in range(2):
+            runner = template.fork()
+            ready = runner.wait_ready(120)
+            assert runner.sandboxed and ready["interfaces"] == ["lo"]
+            pids.append(ready["pid"])
+            runner.close()
+            assert runner.exit_code == -9  # killed and reaped by the template
+        assert pids[0] != pids[1]
     finally:
-        runner.close()
-    assert not os.path.exists(runner.exchange)
+        template.close()
+    assert template.proc.poll() is not None and not os.path.exists(template.root)

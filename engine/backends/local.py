@@ -10,13 +10,17 @@ import threading
 import time
 from collections import defaultdict
 
+from engine.gate.correctness import CandidateRejected
+from engine.gate.kernel_census import check_kernel_census
 from engine.gate.static import static_check
 from engine.jobs import EvalJob, EvalResult, ShapeTiming, source_sha256
 from engine.problems import Problem, Size
 from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
 
-# One lock per GPU: timing is exclusive there (checks in the check worker may overlap).
+# One lock per GPU, shared by this process's backends: evaluations and profiles on one device
+# never overlap. The engine's loop evaluates one candidate at a time, so only a caller running
+# several backends on one device in threads ever waits on it.
 _GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
 # Offsets that keep the seeds of checks, timing inputs and the re-check apart.
 CHECK_SEED_STRIDE, TIMING_SEED_OFFSET, RECHECK_SEED_OFFSET = 7919, 104729, 1299709
@@ -114,6 +118,10 @@ class LocalBackend:
             result = self._result(self.judge_client.run(request))
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
+            try:
+                check_kernel_census(result.profile, job.source, problem.allowed_torch_ops)
+            except CandidateRejected as exc:
+                result.passed, result.reason, result.message = False, exc.reason, exc.message
         return result
 
     def _static_rejection(self, problem: Problem, source: str) -> EvalResult | None:

@@ -7,6 +7,9 @@
   by the judge at 4096x393216 (rejected, or timed no faster than on the default stream);
 - tampering: a real kernel whose runner reports patched figures, and one that defers its work
   to the fetch of its output (both `timing_tampered`);
+- census: a profiled evaluation (the search's profiling rung) of a valid kernel and of one whose
+  output torch computes with the Python dispatch key excluded (the runner's operator log sees
+  nothing; the kernel list the profiler observes must reject it);
 - precision: PyTorch's own fp32 error against float64 with TF32 off and on at each problem's
   first full size (the factor of the strict rule), and a linear_relu_div GEMM with tl.dot in
   ieee, tf32x3 and tf32 judged under strict;
@@ -25,6 +28,7 @@ import torch
 
 from engine.backends.local import LocalBackend
 from engine.gate.correctness import build_model, compute_reference, make_inputs
+from engine.jobs import EvalJob, RungSpec
 from engine.problems import builtin_names, load_problem
 from engine.problems.loader import import_module_from
 from engine.worker.sandbox import isolation
@@ -38,6 +42,13 @@ SIDE_STREAM = ONLINE.replace(
     "self.stream = getattr(self, 'stream', None) or torch.cuda.Stream()\n"
     "        self.stream.wait_stream(torch.cuda.current_stream())\n"
     f"        with torch.cuda.stream(self.stream):\n            {LAUNCH}",
+)
+# torch computes the output with the Python dispatch key excluded: the runner's operator log
+# (a dispatch mode) sees nothing; the Triton kernel runs only to be seen.
+HIDES_FROM_THE_LOG = ONLINE.replace(
+    "        return y",
+    "        with torch._C._DisableTorchDispatch():\n"
+    "            return getattr(torch, 'soft' + 'max')(x, 1)",
 )
 PATCHED_FIGURES = (
     ONLINE
@@ -138,7 +149,7 @@ def torch_errors(name: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.benchmarks.judge_gpu")
     parser.add_argument("--out", default="judge_gpu.jsonl")
-    parser.add_argument("--parts", default="isolation,streams,tampering,precision")
+    parser.add_argument("--parts", default="isolation,streams,tampering,census,precision")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     backend = LocalBackend("cuda")
@@ -155,6 +166,17 @@ def main(argv: list[str] | None = None) -> int:
             for name, source in (("patched_figures", PATCHED_FIGURES), ("deferred", DEFERRED)):
                 emit(out, {"part": "tampering", "candidate": name,
                            **evaluate(backend, softmax, source, big, seed=2)})  # fmt: skip
+        if "census" in parts:
+            small = (min(softmax.full, key=lambda s: s.params["batch"] * s.params["dim"]).label,)
+            rung = RungSpec(0, small, warmup=3, reps=10, input_sets=2, profile=True)
+            for name, source in (("valid", ONLINE), ("hides_from_the_log", HIDES_FROM_THE_LOG)):
+                result = backend.evaluate(softmax, EvalJob(name, source, rung, seed=4))
+                kernels = [
+                    k.get("name", "")[:120] for k in (result.profile or {}).get("kernels", [])
+                ]
+                emit(out, {"part": "census", "candidate": name, **summary(result),
+                           "profile_status": (result.profile or {}).get("status"),
+                           "kernels": kernels})  # fmt: skip
         if "precision" in parts:
             for name in builtin_names():
                 emit(out, {"part": "precision", "problem": name, **torch_errors(name)})

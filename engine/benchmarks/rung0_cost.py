@@ -1,7 +1,7 @@
 """What one rung-0 evaluation costs on a backend: wall seconds and GPU-seconds by activity of
-consecutive evaluations of a valid softmax at its smallest full size (the first includes starting
-the worker processes). It uses only the backend interface, so that an older checkout can run it
-for a before/after comparison:
+consecutive evaluations of a valid softmax at its smallest (or `--size largest`) full size (the
+first includes starting the worker processes). It uses only the backend interface, so that an
+older checkout can run it for a before/after comparison:
 
     PYTHONPATH=OLD_CHECKOUT python engine/benchmarks/rung0_cost.py --backend cuda
 """
@@ -24,11 +24,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rung0_cost")
     parser.add_argument("--backend", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--evaluations", type=int, default=5)
+    parser.add_argument("--size", default="smallest", choices=("smallest", "largest"))
     args = parser.parse_args(argv)
     softmax = load_problem("softmax")
     sizes = softmax.tier("tiny") if args.backend == "cpu" else softmax.full
-    smallest = min(sizes, key=lambda s: s.params["batch"] * s.params["dim"]).label
-    rung = RungSpec(0, (smallest,), warmup=3, reps=10, input_sets=2)
+    pick = min if args.size == "smallest" else max
+    label = pick(sizes, key=lambda s: s.params["batch"] * s.params["dim"]).label
+    rung = RungSpec(0, (label,), warmup=3, reps=10, input_sets=2)
     backend = LocalBackend(args.backend)
     try:
         for seed in range(args.evaluations):

@@ -24,8 +24,7 @@ from engine.problems import Problem
 from engine.profiler import diagnosis as dg
 from engine.profiler.csvparse import RawPage, parse_details, parse_raw
 from engine.runner.profile_launch import NVTX_RANGE
-from engine.worker.runner_process import EXCHANGE_PARENT
-from engine.worker.sandbox import RUNNER_PACKAGE, runner_command, worker_environment
+from engine.worker.sandbox import EXCHANGE_PARENT, runner_command, worker_environment
 
 # Where Nsight Compute installs itself when it is not on PATH.
 NCU_INSTALLS = "/opt/nvidia/nsight-compute/*"
@@ -184,7 +183,6 @@ def sandboxed_launcher(ncu: str, exchange: Path, problem: Problem, source: str, 
     spec = {"problem": "problem.py", "candidate": "candidate.py",
             "params": problem.size(size_label).params}  # fmt: skip
     (exchange / "profile.json").write_text(json.dumps(spec))
-    (exchange / "kbrunner").symlink_to(RUNNER_PACKAGE)
     # ncu's folder, and every Nsight Compute install (a wrapper on PATH may start another).
     roots = {str(Path(os.path.realpath(ncu)).parent), *glob.glob(NCU_INSTALLS)}
     return runner_command("cuda", str(exchange), str(exchange), "kbrunner.profile_launch",

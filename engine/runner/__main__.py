@@ -1,40 +1,91 @@
-"""`python -m kbrunner` (inside the sandbox): one candidate, one JSON command per line on stdin.
+"""`python -m kbrunner` (inside the sandbox): the template that every runner is forked from.
 
-The replies travel on a private copy of the original stdout; fd 1 then points at stderr, so what
-a candidate prints cannot be mistaken for a reply (and a forged reply is only ever data).
+Importing torch and triton and warming up take seconds; a fork takes milliseconds, so the template
+pays them once and forks a fresh runner for each candidate: no candidate ever sees another's
+interpreter. The template runs no candidate code, and no runner can reach it: it is not dumpable
+(no ptrace, no /proc/PID/mem), a runner's seccomp filter lets it signal only itself, and a runner
+closes every descriptor of the template's before it reads a command.
+
+Commands arrive on the control socket (fd KB_CONTROL_FD, a Unix SEQPACKET socket), one JSON object
+per message:
+  {"op": "fork"} with three descriptors (the runner's stdin, stdout and stderr) -> {"pid": N}
+  {"op": "end", "pid": N} -> the runner's process group killed and reaped -> {"exit_code": C}
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import signal
+import socket
 import sys
+import traceback
+
+MESSAGE_LIMIT = 1 << 16
+_PR_SET_DUMPABLE = 4
 
 
-def network_interfaces() -> list[str]:
-    """Interface names of this network namespace, read from /proc (no socket needed)."""
-    with open("/proc/net/dev") as f:
-        return sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
+def become_runner(fds: list[int], device: str, exchange: str) -> int:
+    """In the forked child: a session of its own, the given descriptors as 0, 1 and 2 and no
+    other, its seccomp filter, then the runner's loop."""
+    from .seccomp import candidate_program, install
+    from .serve import serve
+
+    os.setsid()  # its process group is what `end` kills
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    program = candidate_program(os.getpid(), allow_processes=device == "cuda")
+    if program is not None:
+        install(program)
+    return serve(device, exchange)
+
+
+def end(pid: int) -> int:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # already gone: only its zombie is left to reap
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def main() -> int:
-    replies = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    import torch  # noqa: F401  (imported before the judge is told the runner is ready)
-
-    from .session import RunnerSession
-    from .warmup import warm_up
-
+    control = socket.socket(fileno=int(os.environ["KB_CONTROL_FD"]))
     device, exchange = os.environ["KB_DEVICE"], os.environ["KB_EXCHANGE"]
-    session = RunnerSession(device, exchange)
-    warm_up(device)
-    interfaces = network_interfaces()
-    replies.write(json.dumps({"ready": True, "pid": os.getpid(), "interfaces": interfaces}) + "\n")
-    for line in sys.stdin:
-        if line.strip():
-            replies.write(json.dumps(session.handle(json.loads(line))) + "\n")
-    return 0
+    import torch  # noqa: F401  (imported before the judge is told the template is ready)
+
+    from .serve import serve  # noqa: F401  (everything a runner imports, imported once here)
+    from .warmup import warm_up_template
+
+    warm_up_template(device)
+    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+    def reply(message: dict) -> None:
+        control.send(json.dumps(message).encode())
+
+    reply({"ready": True})
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, MESSAGE_LIMIT, 3)
+        if not data:
+            return 0  # the judge is gone
+        command = json.loads(data)
+        if command["op"] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                control.detach()
+                code = 1
+                try:
+                    code = become_runner(fds, device, exchange)
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    os._exit(code)
+            for fd in fds:
+                os.close(fd)
+            reply({"pid": pid})
+        elif command["op"] == "end":
+            reply({"exit_code": end(command["pid"])})
 
 
 if __name__ == "__main__":

@@ -39,13 +39,14 @@ def write_tensor(folder: str, name: str, tensor: torch.Tensor) -> dict:
     path = os.path.join(folder, name)
     with open(path, "wb") as f:
         if host.numel():
-            f.write(host.view(torch.uint8).reshape(-1).numpy().tobytes())
+            host.view(torch.uint8).reshape(-1).numpy().tofile(f)  # no copy of the bytes
     return {"file": name, "dtype": dtype_name(host.dtype), "shape": list(host.shape)}
 
 
 def read_tensor(folder: str, desc: dict, shared: bool = False) -> torch.Tensor:
     """The tensor a description names, rebuilt from its file's bytes on the host. `shared` maps
-    the file (writes go to the file, the other side sees them) instead of copying it."""
+    the file (writes go to the file, the other side sees them) instead of copying it: only for a
+    reader that trusts the writer (the runner reading the judge's files)."""
     name, shape = desc.get("file"), desc.get("shape")
     dtype = DTYPES.get(desc.get("dtype"))
     valid_shape = isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)
@@ -63,8 +64,15 @@ def read_tensor(folder: str, desc: dict, shared: bool = False) -> torch.Tensor:
         )
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
-    flat = torch.from_file(path, shared=shared, size=numel, dtype=dtype)
-    return flat.view(shape)
+    if shared:
+        return torch.from_file(path, shared=True, size=numel, dtype=dtype).view(shape)
+    # read, not mapped: a file the other side truncates meanwhile is a short read, not a SIGBUS
+    out = torch.empty(expected, dtype=torch.uint8)
+    with open(path, "rb") as f:
+        got = f.readinto(out.numpy())
+    if got != expected:
+        raise ExchangeError(f"{name} shrank while it was read ({got} of {expected} bytes)")
+    return out.view(dtype).view(shape)
 
 
 def encode_values(folder: str, prefix: str, values) -> list[dict]:
@@ -88,8 +96,10 @@ def decode_values(folder: str, encoded: list, device: str, shared: bool = False)
     values = []
     for item in encoded:
         if "tensor" in item:
-            tensor = read_tensor(folder, item["tensor"], shared=shared and device == "cpu")
-            values.append(tensor if device == "cpu" else tensor.to(device))
+            if device == "cpu":
+                values.append(read_tensor(folder, item["tensor"], shared=shared))
+            else:  # the file mapped, then copied once onto the device
+                values.append(read_tensor(folder, item["tensor"], shared=True).to(device))
         else:
             values.append(item["value"])
     return values

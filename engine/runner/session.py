@@ -17,7 +17,6 @@ from .timer import Bracket, noop
 
 # Characters of an error message sent to the judge; the judge sanitises it again.
 ERROR_LIMIT = 4000
-CANDIDATE_DIR = "/tmp/kb"
 # Elements of the stand-in output that the judge fetches while calibrating.
 CALIBRATION_OUTPUT = 1 << 16
 
@@ -80,9 +79,8 @@ class RunnerSession:
     def op_load(self, message: dict) -> dict:
         """Import the candidate (this compiles nothing yet: Triton compiles at first launch)."""
         source = message["source"]
-        os.makedirs(CANDIDATE_DIR, exist_ok=True)
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-        self.candidate_file = os.path.join(CANDIDATE_DIR, f"candidate_{digest}.py")
+        self.candidate_file = os.path.join(self.exchange, f"candidate_{digest}.py")
         with open(self.candidate_file, "w") as f:
             f.write(source)
         spec = importlib.util.spec_from_file_location("candidate", self.candidate_file)

@@ -1,7 +1,8 @@
-"""What the runner does before it says it is ready: a trusted kernel launched under the guards,
-so that the one-time costs of a fresh process (Triton's runtime, the interpreter's set-up on cpu,
-the driver utilities on cuda, the modules torch imports when a mode is first entered) are paid
-while the runner waits as the judge's spare, not in a candidate's evaluation."""
+"""The one-time costs of a fresh process (Triton's runtime, the interpreter's set-up on cpu, the
+modules torch imports when a mode is first entered, on cuda the context and Triton's driver
+utilities), paid before any candidate's evaluation: in the template where a fork keeps them
+(everything on cpu; on cuda all but the GPU, which must not be touched before a fork), in each
+runner for the rest."""
 
 from __future__ import annotations
 
@@ -18,12 +19,23 @@ def _copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
 
 
-def warm_up(device: str) -> None:
-    def copy(x):
-        y = torch.empty_like(x)
-        _copy[(1,)](x, y, 16, BLOCK=16)
-        return y
+def _copy_call(x):
+    y = torch.empty_like(x)
+    _copy[(1,)](x, y, 16, BLOCK=16)
+    return y
 
-    guarded_call(copy, [torch.ones(16, device=device)], "nan")
+
+def warm_up_template(device: str) -> None:
+    """A trusted kernel launched under the guards; on cuda only the guards, on the host. The
+    tensors stay tiny: a fork must not follow a parallel region (the child's thread pool would
+    be dead)."""
+    if device == "cpu":
+        guarded_call(_copy_call, [torch.ones(16)], "nan")
+    else:
+        guarded_call(torch.neg, [torch.ones(16)], "nan")
+
+
+def warm_up_runner(device: str) -> None:
     if device == "cuda":
+        guarded_call(_copy_call, [torch.ones(16, device=device)], "nan")
         torch.cuda.synchronize()

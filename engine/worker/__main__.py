@@ -1,9 +1,9 @@
 """`python -m engine.worker`: the judge. One JSON request per line on stdin, one result per line.
 
-The judge never runs candidate code: each request gets a fresh sandboxed runner (engine.runner)
-from a pool that keeps the next one starting while this one works. The protocol travels on a
-private copy of the original stdout; fd 1 then points at stderr. The judge, and with it every
-runner, ends when the engine does, however the engine ends.
+The judge never runs candidate code: each request gets a fresh runner, forked from the device's
+sandboxed template (engine.runner), which has imported torch and triton once. The protocol
+travels on a private copy of the original stdout; fd 1 then points at stderr. The judge, and
+with it every runner, ends when the engine does, however the engine ends.
 """
 
 from __future__ import annotations
@@ -15,31 +15,10 @@ import threading
 import time
 
 from engine.worker.judge import evaluate
-from engine.worker.runner_process import RunnerProcess
 from engine.worker.sandbox import isolation
+from engine.worker.template import RunnerTemplate
 
 PARENT_POLL_S = 0.5
-
-
-class RunnerPool:
-    """One runner per candidate; the next is started as soon as one is taken, so that its
-    seconds of importing torch overlap the evaluation in progress."""
-
-    def __init__(self):
-        self.spare: RunnerProcess | None = None
-
-    def take(self, device: str) -> RunnerProcess:
-        runner = self.spare
-        if runner is None or runner.device != device or runner.proc.poll() is not None:
-            if runner is not None:
-                runner.close()
-            runner = RunnerProcess(device)
-        self.spare = RunnerProcess(device)
-        return runner
-
-    def close(self) -> None:
-        if self.spare is not None:
-            self.spare.close()
 
 
 def exit_with_parent() -> None:
@@ -49,8 +28,8 @@ def exit_with_parent() -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(PARENT_POLL_S)
-        for runner in list(RunnerProcess.LIVE):
-            runner.proc.kill()
+        for template in list(RunnerTemplate.LIVE):
+            template.kill()
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -65,7 +44,7 @@ def main() -> int:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
-    pool = RunnerPool()
+    templates: dict[str, RunnerTemplate] = {}
     exit_with_parent()
     box = isolation()
     send(
@@ -76,13 +55,16 @@ def main() -> int:
             if not line.strip():
                 continue
             request = json.loads(line)
-            runner = pool.take(request["device"])
+            device = request["device"]
+            if device not in templates:
+                templates[device] = RunnerTemplate(device)
             result = evaluate(
-                request, lambda phase: send({"event": "phase", "phase": phase}), runner
+                request, lambda phase: send({"event": "phase", "phase": phase}), templates[device]
             )
             send({"event": "result", "result": result})
     finally:
-        pool.close()
+        for template in templates.values():
+            template.close()
     return 0
 
 

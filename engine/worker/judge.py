@@ -9,7 +9,6 @@ deadline; the judge holds each runner command to the same deadlines and kills a 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import torch
@@ -37,6 +36,7 @@ from engine.worker.failures import classify_death, classify_error, sanitize
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
 from engine.worker.sandbox import TRITON_CACHE_NAME
+from engine.worker.template import RunnerTemplate
 
 # Rejections that a re-check after timing turns into stale_output: the output went bad.
 OUTPUT_REASONS = frozenset(
@@ -241,22 +241,17 @@ class Evaluation:
         }
 
 
-def _copy_if_absent(source: str, target: str) -> None:
-    """Triton's cache is content-addressed: a file there is already right, and the runner may
-    have it mapped (its warm-up's launcher): overwriting it in place would crash the runner."""
-    if not os.path.exists(target):
-        shutil.copy2(source, target)
-
-
-def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
-    """Judge one request with its own runner; a candidate's failure is a rejection, never an
+def evaluate(request: dict, send_phase, template: RunnerTemplate) -> dict:
+    """Judge one request with a fresh runner; a candidate's failure is a rejection, never an
     exception. The runner is closed afterwards: no candidate ever shares one. The candidate's
     compiled kernels are kept in `request["triton_cache"]` for its next runner."""
-    job = Evaluation(request, send_phase, runner)
     cache = request.get("triton_cache")
-    runner_cache = os.path.join(runner.exchange, TRITON_CACHE_NAME)
-    if cache and os.path.isdir(cache):
-        shutil.copytree(cache, runner_cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
+    try:
+        runner = template.fork(cache)
+    except RunnerFailed as exc:
+        reason, message = classify_death(exc.kind, exc.message)
+        return Evaluation(request, send_phase, None).verdict(False, reason, message)
+    job = Evaluation(request, send_phase, runner)
     try:
         return job.run()
     except CandidateRejected as exc:
@@ -268,6 +263,6 @@ def evaluate(request: dict, send_phase, runner: RunnerProcess) -> dict:
         message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
         return job.verdict(passed=False, reason="protocol_violation", message=message)
     finally:
-        runner.close(keep=runner_cache if cache else None, into=cache)
+        runner.close(keep=os.path.join(runner.exchange, TRITON_CACHE_NAME), into=cache)
         if job.device == "cuda":  # the next runner needs the GPU memory this judge cached
             torch.cuda.empty_cache()

@@ -1,5 +1,5 @@
-"""The judge's handle on one runner: a sandboxed process that holds one candidate. Replies are
-data (checked by the caller), each awaited under a deadline; the process dies with the judge."""
+"""The judge's handle on one runner: a process forked from the sandboxed template that holds one
+candidate. Replies are data (checked by the caller), each awaited under a deadline."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ import json
 import os
 import queue
 import shutil
-import subprocess
-import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from engine.worker.failures import death_message
-from engine.worker.sandbox import RUNNER_PACKAGE, runner_command
+
+if TYPE_CHECKING:
+    from engine.worker.template import RunnerTemplate
 
 STDERR_TAIL_LINES = 40
 # A reply line longer than this is not a reply: the runner is lying or broken.
 REPLY_LIMIT = 1 << 20
-EXCHANGE_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else None
 
 
 class RunnerFailed(Exception):
@@ -31,47 +31,44 @@ class RunnerFailed(Exception):
         self.message = message
 
 
+def collect_tail(stream, tail: collections.deque) -> None:
+    """Keep the last lines of `stream` until its end, then close it."""
+    for line in stream:
+        tail.append(line.rstrip()[:500])
+    stream.close()
+
+
 class RunnerProcess:
-    """Start at once (importing torch takes seconds), use for one candidate, then `close`. A
-    runner stays in the judge's process group (the engine's kill of the judge reaches it), and
-    `LIVE` lets the judge end every runner when the engine is gone."""
+    """One candidate's runner: talk to it with `request`, then `close` it (its process group is
+    killed and reaped by the template)."""
 
-    LIVE: set[RunnerProcess] = set()
-
-    def __init__(self, device: str):
-        self.device = device
-        self.exchange = tempfile.mkdtemp(prefix="kb-exchange-", dir=EXCHANGE_PARENT)
-        os.symlink(RUNNER_PACKAGE, os.path.join(self.exchange, "kbrunner"))
-        launch = runner_command(device, self.exchange, plain_root=self.exchange)
-        self.sandboxed = launch.sandboxed
-        self.proc = subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=launch.env,
-            pass_fds=launch.pass_fds,
-            preexec_fn=launch.preexec_fn,
-            text=True,
-            bufsize=1,
-        )
-        for fd in launch.pass_fds:
-            os.close(fd)
+    def __init__(self, template: RunnerTemplate, pid: int, stdin: int, stdout: int, stderr: int):
+        self.template = template
+        self.pid = pid
+        self.device = template.device
+        self.exchange = template.exchange
+        self.sandboxed = template.sandboxed
+        self.stdin = os.fdopen(stdin, "w", buffering=1)
+        self.stdout = os.fdopen(stdout, "r")
+        self.stderr = os.fdopen(stderr, "r", errors="replace")
+        self.exit_code: int | None = None
         self._replies: queue.Queue = queue.Queue()
         self._stderr: collections.deque = collections.deque(maxlen=STDERR_TAIL_LINES)
         threading.Thread(target=self._read_replies, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(
+            target=collect_tail, args=(self.stderr, self._stderr), daemon=True
+        )
+        self._stderr_reader.start()
         self.ready: dict | None = None
-        RunnerProcess.LIVE.add(self)
 
     def _read_replies(self) -> None:
-        for line in self.proc.stdout:
-            self._replies.put(line[:REPLY_LIMIT])
+        try:
+            for line in self.stdout:
+                self._replies.put(line[:REPLY_LIMIT])
+        except UnicodeDecodeError:
+            pass  # bytes that are no reply: the runner is done
+        self.stdout.close()
         self._replies.put(None)
-
-    def _read_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self._stderr.append(line.rstrip()[:500])
 
     def stderr_tail(self) -> str:
         return "\n".join(list(self._stderr)[-12:])
@@ -87,7 +84,9 @@ class RunnerProcess:
                 "(an endless loop or a kernel that never ends?)",
             ) from None
         if line is None:
-            raise RunnerFailed("crash", self._death_message())
+            self.close()
+            self._stderr_reader.join(timeout=2.0)  # its last words
+            raise RunnerFailed("crash", death_message("runner", self.exit_code, self.stderr_tail()))
         try:
             reply = json.loads(line)
         except json.JSONDecodeError:
@@ -110,9 +109,9 @@ class RunnerProcess:
         """Send one command; its reply (which may be {"error": ...}) within `deadline_s`."""
         self.wait_ready(deadline_s)
         try:
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
+            self.stdin.write(json.dumps(message) + "\n")
+            self.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
             pass  # dead: the reader reports it
         return self._reply(deadline_s, what)
 
@@ -122,28 +121,18 @@ class RunnerProcess:
         reply = self.request(message, deadline_s, what)
         return reply, (time.perf_counter() - start) * 1e3
 
-    def _death_message(self) -> str:
-        code = self.proc.wait()
-        if self.sandboxed and code > 128:  # bubblewrap exits 128 + the signal its child died of
-            code = 128 - code
-        return death_message("runner", code, self.stderr_tail())
-
     def close(self, keep: str | None = None, into: str | None = None) -> None:
-        """Kill the runner (its whole sandbox) and remove the exchange folder, after moving the
-        folder `keep` (regular files and folders only) to `into`."""
-        if self.proc.poll() is None:
-            self.proc.kill()  # bubblewrap: its whole sandbox dies with it
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        """Kill the runner (its whole process group) and reap it, after moving the folder `keep`
+        (regular files and folders only) to `into`. Idempotent."""
+        if self.exit_code is None:
+            self.exit_code = self.template.end(self.pid)  # the readers see the end of its output
             try:
-                stream.close()
+                self.stdin.close()
             except OSError:
                 pass
         if keep and into and os.path.isdir(keep):
             shutil.rmtree(into, ignore_errors=True)
             shutil.copytree(keep, into, symlinks=True, ignore=_links)
-        shutil.rmtree(self.exchange, ignore_errors=True)
-        RunnerProcess.LIVE.discard(self)
 
 
 def _links(folder: str, names: list[str]) -> list[str]:

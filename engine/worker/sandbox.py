@@ -11,12 +11,13 @@ import importlib.util
 import os
 import resource
 import shutil
-import struct
 import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+
+from engine.runner.seccomp import sandbox_program
 
 # Substrings of environment variable names that hold credentials.
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE")
@@ -55,6 +56,8 @@ IDENTITY_FILES = {
 # The runner's Triton cache lies in the exchange folder, so that the judge can keep it for the
 # candidate's next runner (its own only: candidates never share a cache).
 TRITON_CACHE_NAME = "triton-cache"
+# Where the judge makes the folders a box can write: memory, where there is a /dev/shm.
+EXCHANGE_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # `KERNELBRAIN_BWRAP=/path/to/bwrap` picks the binary; `0` turns the OS sandbox off (trusted use).
 BWRAP_SWITCH = "KERNELBRAIN_BWRAP"
 # Resource limits of a runner: no core dumps, bounded open files and file sizes.
@@ -87,70 +90,6 @@ def worker_environment(device: str, base: dict | None = None) -> dict:
     else:
         env.pop("TRITON_INTERPRET", None)
     return env
-
-
-# --- seccomp. Always refused: sockets (on cuda all but AF_UNIX, which the driver needs), io_uring
-# (it can open sockets), x32 calls and foreign architectures. On cpu, where Triton runs no
-# compiler, also every new process: clone only for threads, no fork or vfork; clone3 says ENOSYS
-# (glibc falls back to clone). execve stays (bwrap itself execs Python after the filter is in
-# place; on cpu Python is the only program the box holds).
-_ARCH = {  # machine: (AUDIT_ARCH, {name: number})
-    "x86_64": (
-        0xC000003E,
-        {
-            "socket": 41,
-            "socketpair": 53,
-            "io_uring_setup": 425,
-            "clone": 56,
-            "fork": 57,
-            "vfork": 58,
-            "clone3": 435,
-        },
-    ),
-    "aarch64": (
-        0xC00000B7,
-        {"socket": 198, "socketpair": 199, "io_uring_setup": 425, "clone": 220, "clone3": 435},
-    ),
-}
-_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
-_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
-_EACCES, _ENOSYS, _X32_BIT, _CLONE_THREAD, _AF_UNIX = 13, 38, 0x40000000, 0x00010000, 1
-_SECCOMP_NR, _SECCOMP_ARCH, _SECCOMP_ARG0 = 0, 4, 16  # offsets in struct seccomp_data
-
-
-def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
-
-
-def seccomp_program(
-    allow_processes: bool, allow_sockets: bool = False, allow_unix_sockets: bool = False
-) -> bytes | None:
-    """A classic BPF program for bwrap's --seccomp; None on a machine this does not know.
-    `allow_unix_sockets` admits AF_UNIX only (the CUDA driver needs them; in the sandbox they can
-    reach nothing but the sandbox itself: its own network namespace, no host socket files)."""
-    known = _ARCH.get(os.uname().machine)
-    if known is None:
-        return None
-    audit_arch, numbers = known
-    deny = _ERRNO | _EACCES
-    program = [_insn(_LD_ABS, _SECCOMP_ARCH), _insn(_JEQ, audit_arch, 1, 0), _insn(_RET, deny),
-               _insn(_LD_ABS, _SECCOMP_NR), _insn(_JGE, _X32_BIT, 0, 1), _insn(_RET, deny),
-               _insn(_JEQ, numbers["io_uring_setup"], 0, 1), _insn(_RET, deny)]  # fmt: skip
-    if not allow_sockets:
-        for name in ("socket", "socketpair"):
-            if allow_unix_sockets:  # the family is the first argument
-                program += [_insn(_JEQ, numbers[name], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0)]
-                program += [_insn(_JEQ, _AF_UNIX, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]
-            else:
-                program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, deny)]
-    if not allow_processes:
-        for name, action in (("fork", deny), ("vfork", deny), ("clone3", _ERRNO | _ENOSYS)):
-            if name in numbers:
-                program += [_insn(_JEQ, numbers[name], 0, 1), _insn(_RET, action)]
-        # clone: a thread, or refused
-        program += [_insn(_JEQ, numbers["clone"], 0, 4), _insn(_LD_ABS, _SECCOMP_ARG0)]
-        program += [_insn(_JSET, _CLONE_THREAD, 0, 1), _insn(_RET, _ALLOW), _insn(_RET, deny)]
-    return b"".join(program + [_insn(_RET, _ALLOW)])
 
 
 # --- what the sandbox shows
@@ -280,10 +219,13 @@ def libcuda_dir() -> str:
         return ""
 
 
-def _bwrap_arguments(device: str, exchange: str, extra_ro: tuple[str, ...]) -> list[str]:
+def _bwrap_arguments(
+    device: str, exchange: str, scratch: str, extra_ro: tuple[str, ...]
+) -> list[str]:
     args = ["--unshare-all", "--unshare-user", "--uid", "65534", "--gid", "65534",
             "--hostname", "runner", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+            "--proc", "/proc", "--dev", "/dev",
+            "--bind", f"{scratch}/tmp", "/tmp", "--bind", f"{scratch}/shm", "/dev/shm",
             "--dir", WORK_MOUNT, "--chdir", WORK_MOUNT,
             "--ro-bind", str(RUNNER_PACKAGE), f"{RUNNER_ROOT}/kbrunner",
             "--bind", exchange, EXCHANGE_MOUNT]  # fmt: skip
@@ -325,32 +267,39 @@ class RunnerLaunch:
 
 
 def runner_command(
-    device: str, exchange: str, plain_root: str, module: str = "kbrunner",
+    device: str, exchange: str, scratch: str, module: str = "kbrunner",
     profiling: tuple[str, ...] = (),
 ) -> RunnerLaunch:  # fmt: skip
     """How to start `python -m module` of the runner package: inside bubblewrap where
-    `isolation()` allows, else as a plain process (`plain_root` then holds a `kbrunner` link to
-    the package). `profiling` names the folders of a profiler that will wrap the command: they
-    are shown read-only, with the shell tools its launcher script needs, and sockets are allowed
-    (the profiler talks to its injection; the network namespace still holds only loopback)."""
+    `isolation()` allows, else as a plain process. The box's only writable places are
+    `exchange` and the `tmp` and `shm` folders of `scratch` (its /tmp and /dev/shm), which the
+    judge can empty between candidates; `scratch` also holds the `kbrunner` link a plain
+    process imports. `profiling` names the folders of a profiler that will wrap the command:
+    they are shown read-only, with the shell tools its launcher script needs, and sockets are
+    allowed (the profiler talks to its injection; the network namespace holds only loopback)."""
+    for name in ("tmp", "shm"):
+        os.makedirs(os.path.join(scratch, name), exist_ok=True)
     python = os.path.realpath(sys.executable)
     program = [python, "-S", "-m", module]
     binary = bwrap_binary()
     if not isolation().sandboxed or binary is None:
-        env = runner_environment(device, exchange, plain_root)
-        env["HOME"] = env["TMPDIR"] = exchange
+        if not os.path.lexists(os.path.join(scratch, "kbrunner")):
+            os.symlink(RUNNER_PACKAGE, os.path.join(scratch, "kbrunner"))
+        env = runner_environment(device, exchange, scratch)
+        env["HOME"] = env["TMPDIR"] = os.path.join(scratch, "tmp")
         return RunnerLaunch(program, env, (), _prepare_child(device), False)
     extra = (*profiling, "/usr/bin", "/bin") if profiling else ()
-    argv = [binary, *_bwrap_arguments(device, exchange, extra)]
+    argv = [binary, *_bwrap_arguments(device, exchange, scratch, extra)]
     fds = []
     for path, content in IDENTITY_FILES.items():  # the runner's user has a name
         fds.append(_data_fd(content.encode()))
         argv += ["--ro-bind-data", str(fds[-1]), path]
     cuda = device == "cuda"
-    seccomp = seccomp_program(cuda, allow_sockets=bool(profiling), allow_unix_sockets=cuda)
+    seccomp = sandbox_program(allow_sockets=bool(profiling), allow_unix_sockets=cuda)
     if seccomp is not None:
         fds.append(_data_fd(seccomp))
         argv += ["--seccomp", str(fds[-1])]
+    argv += ["--remount-ro", "/"]  # nothing writable but the folders bound above
     env = runner_environment(device, EXCHANGE_MOUNT, RUNNER_ROOT)
     return RunnerLaunch([*argv, "--", *program], env, tuple(fds), _prepare_child(device), True)
 

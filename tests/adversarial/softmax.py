@@ -119,6 +119,41 @@ SIGNALS_THE_ENGINE = candidate("""
             pass
     return launch(x)
 """)
+# --- what a runner could try against the template it was forked from and the runners after it
+REACHES_FOR_THE_TEMPLATE = candidate("""
+    import ctypes, os, signal
+    template, reached = os.getppid(), []
+    attempts = (("kill", lambda: os.kill(template, signal.SIGKILL)),
+                ("memory", lambda: open(f"/proc/{template}/mem", "r+b")),
+                ("session", os.setsid),
+                ("ptrace", lambda: ctypes.CDLL(None).ptrace(16, template, 0, 0) == 0 or 1 / 0))
+    for name, attempt in attempts:
+        try:
+            attempt()
+            reached.append(name)
+        except (OSError, ZeroDivisionError):
+            pass
+    if reached:
+        raise RuntimeError(f"reached the template: {reached}")
+    return launch(x)
+""")
+NOTE_PLACES = (
+    '("/tmp/kb-note", "/dev/shm/kb-note", os.path.join(os.environ["KB_EXCHANGE"], "kb-note"))'
+)
+LEAVES_NOTES = candidate(f"""
+    import os
+    for place in {NOTE_PLACES}:
+        with open(place, "w") as f:
+            f.write("cached output")
+    return launch(x)
+""")
+READS_NOTES = candidate(f"""
+    import os
+    found = [place for place in {NOTE_PLACES} if os.path.exists(place)]
+    if found:
+        raise RuntimeError(f"an earlier candidate's notes: {{found}}")
+    return launch(x)
+""")
 CONNECTS_OUT = candidate("""
     import socket
     for family, address in ((socket.AF_INET, ("127.0.0.1", PORT)), (socket.AF_UNIX, "UNIX_PATH"),

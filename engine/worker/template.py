@@ -1,0 +1,160 @@
+"""The judge's handle on one device's runner template: a sandboxed process that has imported torch
+and triton and forks a fresh runner for each candidate (engine/runner/__main__.py).
+
+Runners follow one another, never overlap: before each fork the judge empties every folder the box
+can write (the exchange folder, its /tmp and /dev/shm) after the last runner is dead, so nothing a
+candidate leaves behind reaches the next. On cuda the Triton cache of the first runner, copied when
+it is ready (before any candidate code exists in it), seeds every later runner's, so that Triton's
+driver utilities and the warm-up kernel are built once.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+
+from engine.worker.failures import death_message
+from engine.worker.runner_process import (
+    STDERR_TAIL_LINES,
+    RunnerFailed,
+    RunnerProcess,
+    collect_tail,
+)
+from engine.worker.sandbox import EXCHANGE_PARENT, TRITON_CACHE_NAME, runner_command
+
+MESSAGE_LIMIT = 1 << 16
+START_DEADLINE_S, COMMAND_DEADLINE_S = 300.0, 60.0
+
+
+class RunnerTemplate:
+    """Started at once (importing torch takes seconds); `fork` gives the next runner. `LIVE` lets
+    the judge end every sandbox when the engine is gone."""
+
+    LIVE: set[RunnerTemplate] = set()
+
+    def __init__(self, device: str):
+        self.device = device
+        self.root = tempfile.mkdtemp(prefix="kb-runner-", dir=EXCHANGE_PARENT)
+        self.exchange = os.path.join(self.root, "xchg")
+        self.warm_cache = os.path.join(self.root, "warm-cache")
+        os.mkdir(self.exchange)
+        self.proc: subprocess.Popen | None = None
+        self._start()
+        RunnerTemplate.LIVE.add(self)
+
+    def _start(self) -> None:
+        self.control, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        launch = runner_command(self.device, self.exchange, self.root)
+        self.sandboxed = launch.sandboxed
+        self.proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**launch.env, "KB_CONTROL_FD": str(template_end.fileno())},
+            pass_fds=(*launch.pass_fds, template_end.fileno()),
+            preexec_fn=launch.preexec_fn,
+            text=True,
+        )
+        for fd in launch.pass_fds:
+            os.close(fd)
+        template_end.close()
+        self._stderr: collections.deque = collections.deque(maxlen=STDERR_TAIL_LINES)
+        reader = threading.Thread(target=collect_tail, args=(self.proc.stderr, self._stderr))
+        reader.daemon = True
+        reader.start()
+        self.ready = False
+
+    def _answer(self, deadline_s: float, what: str) -> dict:
+        self.control.settimeout(deadline_s)
+        try:
+            data = self.control.recv(MESSAGE_LIMIT)
+        except TimeoutError:
+            data = None
+        if not data:
+            code = self.proc.poll()
+            self.kill()
+            if code is None:
+                raise RunnerFailed("timeout", f"the runner template did not answer ({what})")
+            tail = "\n".join(self._stderr)
+            raise RunnerFailed("crash", death_message(f"runner template ({what})", code, tail))
+        return json.loads(data)
+
+    def _command(self, message: dict, fds: list[int] = ()) -> dict:
+        if not self.ready:
+            self._answer(START_DEADLINE_S, "starting")
+            self.ready = True
+        socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
+        return self._answer(COMMAND_DEADLINE_S, message["op"])
+
+    def fork(self, triton_cache: str | None = None) -> RunnerProcess:
+        """A fresh runner, its Triton cache seeded with the warm-up's and `triton_cache`'s."""
+        if self.proc.poll() is not None:
+            self.kill()
+            self._start()
+        self._empty_box()
+        cache = os.path.join(self.exchange, TRITON_CACHE_NAME)
+        for seed in (self.warm_cache, triton_cache):
+            if seed and os.path.isdir(seed):
+                shutil.copytree(seed, cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
+        ends = [os.pipe() for _ in range(3)]  # the runner's stdin, stdout, stderr
+        theirs, ours = [ends[0][0], ends[1][1], ends[2][1]], [ends[0][1], ends[1][0], ends[2][0]]
+        try:
+            reply = self._command({"op": "fork"}, theirs)
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        runner = RunnerProcess(self, int(reply["pid"]), *ours)
+        if self.device == "cuda" and not os.path.isdir(self.warm_cache):
+            runner.wait_ready(START_DEADLINE_S)  # no candidate code in it yet
+            shutil.copytree(cache, self.warm_cache, symlinks=True)
+        return runner
+
+    def end(self, pid: int) -> int:
+        """Kill a runner's whole process group and reap it; its exit code (-N: signal N)."""
+        try:
+            return int(self._command({"op": "end", "pid": pid})["exit_code"])
+        except (RunnerFailed, OSError, KeyError, ValueError):
+            return -9  # the template died with it
+
+    def _empty_box(self) -> None:
+        for name in ("xchg", "tmp", "shm"):
+            empty_folder(os.path.join(self.root, name))
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # bubblewrap: its whole sandbox dies with it
+            self.proc.wait()
+        self.control.close()
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+        RunnerTemplate.LIVE.discard(self)
+
+
+def _copy_if_absent(source: str, target: str) -> None:
+    """Triton's cache is content-addressed: a file there is already right."""
+    if not os.path.exists(target):
+        shutil.copy2(source, target)
+
+
+def empty_folder(folder: str) -> None:
+    """Remove everything in `folder` (a candidate may have taken away its own permissions)."""
+    os.chmod(folder, 0o700)
+    for top, dirs, _ in os.walk(folder):
+        for name in dirs:
+            path = os.path.join(top, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)

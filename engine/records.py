@@ -30,9 +30,7 @@ class Candidate:
     source: str
     created_step: int
     rung: int = 0  # the rung it waits for, or was last measured at
-    # queued: waiting for rung 0 | evaluating: an intent is recorded | alive: measured, waiting
-    # for a decision | pruned: confidently worse than its rung's cutoff | rejected: failed the
-    # gate | done: confirmed at the top rung | vetoed: removed by the user
+    # One of engine.session_files.CANDIDATE_STATUSES; docs/session-format.md says what each means.
     status: str = "queued"
     results: dict[int, RungResult] = field(default_factory=dict)
     promoted_from: list[int] = field(default_factory=list)  # rungs it has left upwards

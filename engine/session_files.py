@@ -14,8 +14,30 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+# The session folder's vocabulary, for the engine that writes it and the clients that read it
+# (docs/session-format.md; tests/test_session_contract.py holds the two together).
 CANDIDATE_COMMANDS = ("pin", "unpin", "veto")  # the commands that name a candidate
 CONTROL_COMMANDS = (*CANDIDATE_COMMANDS, "pause", "unpause", "budget", "stop")
+COMMAND_STATUSES = ("applied", "rejected")  # what the engine made of a command
+SEARCH_STATES = ("running", "paused", "stopped", "finished")  # the snapshot's "state"
+INTERRUPTED = "interrupted"  # shown by clients, never written: see shown_state
+# A candidate's status, in the order a list of candidates sorts by it.
+CANDIDATE_STATUSES = ("evaluating", "queued", "alive", "done", "pruned", "rejected", "vetoed")
+EVENT_KINDS = (
+    "started",
+    "resumed",
+    "generated",
+    "generation_rejected",
+    "generation_note",
+    "rejected",
+    "evaluated",
+    "promoted",
+    "pruned",
+    "command_applied",
+    "command_rejected",
+    "finished",
+    "stopped",
+)
 # A session is one folder of the sessions folder: its name holds no separator and no `..`, and
 # does not start with a dot (the engine stages hidden files beside its own).
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -215,7 +237,7 @@ def shown_state(stored_state: str, engine_alive: bool) -> str:
     """The state a client shows: a search stored as running or paused that no live engine holds
     was interrupted (killed, Ctrl-C, a lost machine), and `kernelbrain resume` continues it."""
     if stored_state in ("running", "paused") and not engine_alive:
-        return "interrupted"
+        return INTERRUPTED
     return stored_state
 
 

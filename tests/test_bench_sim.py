@@ -6,6 +6,7 @@ import math
 import random
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -106,9 +107,9 @@ def test_flat_search_evaluates_the_ladders_stream_in_its_order(sim_bench):
     # Flat: one rung, the ladder's top one.
     flat_store = Store(flat_session.database, read_only=True)
     ladder_store = Store(out / "sessions" / "softmax-ladder" / "state.duckdb", read_only=True)
-    flat_rungs, ladder_rungs = flat_store.meta()["ladder"], ladder_store.meta()["ladder"]
+    flat_rungs, ladder_rungs = flat_store.settings().ladder, ladder_store.settings().ladder
     flat_store.close(), ladder_store.close()
-    assert flat_rungs == [{**ladder_rungs[-1], "index": 0}]
+    assert flat_rungs == (replace(ladder_rungs[-1], index=0),)
     assert all(set(c.results) <= {0} for c in flat)
 
 
@@ -220,7 +221,7 @@ def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):
     assert set(results["searches"]) == {"linear_relu_div/ladder", "linear_relu_div-tf32/ladder"}
     store = Store(tmp_path / "sessions" / "linear_relu_div-tf32-ladder" / "state.duckdb",
                   read_only=True)  # fmt: skip
-    assert store.meta()["precision_policy"] == "tf32"
+    assert store.settings().precision_policy == "tf32"
     store.close()
     text = (tmp_path / "sim.md").read_text()
     assert "| linear_relu_div | 128x4096x4096 | float32 | strict | fp32 |" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.bench import BenchError
@@ -14,8 +14,10 @@ from engine.bench.floors import size_work
 from engine.bench.measure import measure_ceilings, time_contenders
 from engine.bench.report import write_results
 from engine.bench.rows import ablation_entry, problem_rows, timing_sources
-from engine.bench.searches import SearchOutcome, create_search, flat_ladder, run_search
+from engine.bench.searches import SearchOutcome, flat_ladder, run_search
+from engine.compose import create_session
 from engine.problems import load_problem
+from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths
 
 
@@ -37,6 +39,11 @@ class BenchPlan:
 
     def session(self, problem: str, kind: str) -> SessionPaths:
         return SessionPaths(self.out / "sessions" / f"{self.tag(problem)}-{kind}")
+
+    def settings(self, spec: str) -> SessionSettings:
+        """The settings of a ladder search of problem `spec`."""
+        return SessionSettings(spec, self.backend, self.seed, self.limits,
+                               precision_policy=self.precision_policy)  # fmt: skip
 
 
 def _summary(search: SearchOutcome) -> dict:
@@ -84,8 +91,7 @@ def create_ladder_sessions(plan: BenchPlan, problems: dict) -> None:
         for spec, problem in problems.items():
             paths = plan.session(problem.name, "ladder")
             created.append(paths.root)
-            create_search(paths, spec, plan.backend, plan.seed, plan.limits,
-                          plan.precision_policy)  # fmt: skip
+            create_session(paths, plan.settings(spec))
     except Exception:
         for root in created:
             shutil.rmtree(root, ignore_errors=True)
@@ -141,9 +147,14 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         if spec in plan.ablation:
             log(f"{problem.name}: searching (flat, replaying the ladder's candidates)")
             flat_paths = plan.session(problem.name, "flat")
-            create_search(flat_paths, spec, plan.backend, plan.seed, plan.limits,
-                          plan.precision_policy, ladder=flat_ladder(ladder.ladder),
-                          replay_from=plan.session(problem.name, "ladder"))  # fmt: skip
+            replayed = plan.session(problem.name, "ladder").root.resolve()
+            flat_settings = replace(
+                plan.settings(spec),
+                generator="replay",
+                replay_from=str(replayed),
+                ladder=flat_ladder(ladder.ladder),
+            )
+            create_session(flat_paths, flat_settings)
             flat = run_search(flat_paths, on_step)
             results["searches"][f"{plan.tag(problem.name)}/flat"] = _summary(flat)
         labels = list(ladder.ladder[-1].size_labels)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.compose import create_session, resume_session
+from engine.compose import resume_session
 from engine.jobs import RungSpec
 from engine.session_files import SessionPaths
 
@@ -23,7 +23,7 @@ class SearchOutcome:
     gpu_seconds_by_rung: dict
     evaluations: int
     candidates: int
-    ladder: list[RungSpec]
+    ladder: tuple[RungSpec, ...]
 
     @property
     def gpu_seconds_to_best(self) -> float | None:
@@ -44,21 +44,9 @@ def gpu_seconds_to_best(progress: list) -> float | None:
     return reached
 
 
-def flat_ladder(ladder: list[RungSpec]) -> list[RungSpec]:
+def flat_ladder(ladder: tuple[RungSpec, ...]) -> tuple[RungSpec, ...]:
     """One rung, the ladder's top one: every candidate at full fidelity."""
-    return [replace(ladder[-1], index=0)]
-
-
-def create_search(
-    paths: SessionPaths, problem: str, backend: str, seed: int, limits: dict, precision_policy: str,
-    ladder: list[RungSpec] | None = None, replay_from: SessionPaths | None = None,
-) -> None:  # fmt: skip
-    """Write the session (every check that can fail happens here, before any budget is spent)."""
-    create_session(
-        paths, problem, backend, "replay" if replay_from else "offline", seed, limits,
-        ladder=ladder, replay_from=str(replay_from.root.resolve()) if replay_from else None,
-        precision_policy=precision_policy,
-    )  # fmt: skip
+    return (replace(ladder[-1], index=0),)
 
 
 def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:

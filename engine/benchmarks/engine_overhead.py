@@ -19,6 +19,7 @@ from pathlib import Path
 from engine.compose import create_session, resume_session
 from engine.generate.base import Proposal
 from engine.search.engine import Engine
+from engine.session.settings import SessionSettings
 from engine.session.store import StepWrite
 from engine.session_files import SessionPaths
 
@@ -81,7 +82,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix="kb-bench-"))
     paths = SessionPaths(root / "bench")
-    create_session(paths, args.problem, "sim", "offline", 0, {})
+    create_session(paths, SessionSettings(args.problem, "sim", seed=0))
     engine = resume_session(paths)
     engine.start()
     t0 = time.perf_counter()

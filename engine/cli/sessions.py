@@ -117,6 +117,7 @@ def cmd_run(args) -> int:
     from engine.compose import create_session
     from engine.generate.base import GeneratorError
     from engine.problems import ProblemError
+    from engine.session.settings import SessionSettings
     from engine.session.store import StoreError
 
     if args.generator == "llm" and not args.model:
@@ -137,18 +138,18 @@ def cmd_run(args) -> int:
         raise UsageError(str(exc)) from exc
     try:
         with session_folder_writes(paths):
-            create_session(
-                paths,
-                args.problem,
-                args.backend,
-                args.generator,
-                args.seed,
-                limits,
+            wanted = SessionSettings(
+                problem=args.problem,
+                backend=args.backend,
+                seed=args.seed,
+                limits=limits,
+                generator=args.generator,
                 model=args.model,
                 api_base=args.api_base,
                 precision_policy=args.precision,
                 allowed_torch_ops=args.allow_torch_ops,
             )
+            create_session(paths, wanted)
     except (ProblemError, GeneratorError, StoreError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
     print(f"session {paths.name} in {paths.root}", file=sys.stderr)

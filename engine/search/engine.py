@@ -7,13 +7,14 @@ run killed at any moment and resumed continues exactly as if it had never stoppe
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
-from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
+from engine.jobs import EvalJob, EvalResult, source_sha256
 from engine.problems import Problem
 from engine.records import Candidate, RungResult
 from engine.search import report, scheduler
@@ -22,6 +23,7 @@ from engine.search.commands import apply_command
 from engine.search.score import score, speedup_summary
 from engine.session import publish
 from engine.session.lock import EngineLock
+from engine.session.settings import SessionSettings
 from engine.session.store import ReplyTable, StepWrite, Store
 from engine.session_files import SessionPaths
 
@@ -44,7 +46,7 @@ class SearchState:
     inflight: list | None = None  # [candidate id, rung] of the evaluation whose intent is stored
     coarse_done: bool = False
     exhausted: list[str] = field(default_factory=list)  # parents whose mutations yield nothing new
-    state: str = "running"  # running | paused | finished | stopped
+    state: str = "running"  # one of engine.session_files.SEARCH_STATES
     stop_reason: str | None = None
     progress: list = field(default_factory=list)  # [gpu_seconds, best speedup] when best improves
 
@@ -57,28 +59,28 @@ class Engine:
         problem: Problem,
         backend: Backend,
         generator: Generator,
-        ladder: list[RungSpec],
-        meta: dict,
+        settings: SessionSettings,
         lock: EngineLock | None = None,
     ):
         self.lock = lock  # held by a running engine; None for a read-only view
+        self.engine_pid = os.getpid() if lock else None
         self.paths = paths
         self.store = store
         self.problem = problem
         self.backend = backend
         self.generator = generator
-        self.ladder = ladder
-        self.meta = meta
+        self.ladder = settings.ladder
+        self.settings = settings
         saved = store.state()
         self.search = SearchState(**saved.get("search", {}))
         self.ledger = Ledger.from_dict(saved["ledger"]) if "ledger" in saved else Ledger()
-        self.limits: dict = saved.get("limits", meta.get("limits", {}))
+        self.limits: dict = saved.get("limits", dict(settings.limits))
         self.rng = random.Random()
         if "rng" in saved:
             version, internal, gauss = saved["rng"]
             self.rng.setstate((version, tuple(internal), gauss))
         else:
-            self.rng.seed(meta["seed"])
+            self.rng.seed(settings.seed)
         self.replies = ReplyTable(store)
         self.population: list[Candidate] = store.candidates()
         self.by_id = {c.id: c for c in self.population}
@@ -334,7 +336,7 @@ class Engine:
             candidate_id=c.id,
             source=c.source,
             rung=spec,
-            seed=self.meta["seed"] * 1_000_003 + c.seq * 101 + rung,
+            seed=self.settings.seed * 1_000_003 + c.seq * 101 + rung,
             check=not c.results,
         )
         return self.backend.evaluate(self.problem, job)

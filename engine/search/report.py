@@ -64,20 +64,20 @@ def budget_summary(engine_like) -> dict:
 def snapshot(engine_like, all_rows: bool = False) -> dict:
     search = engine_like.search
     rows = engine_like.population if all_rows else snapshot_rows(engine_like, search.queue)
-    meta = engine_like.meta
+    settings = engine_like.settings
     return {
         "session": engine_like.paths.name,
-        "problem": meta["problem"],
-        "backend": meta["backend"],
-        "generator": meta["generator"],
+        "problem": settings.problem,
+        "backend": settings.backend,
+        "generator": settings.generator,
         "state": search.state,
         "stop_reason": search.stop_reason,
-        "engine_pid": meta.get("engine_pid"),
+        "engine_pid": engine_like.engine_pid,
         "step": search.step,
-        "seed": meta["seed"],
-        "precision_policy": meta["precision_policy"],
-        "allowed_torch_ops": meta["allowed_torch_ops"],
-        "timings_meaningful": meta["backend"] != "cpu",
+        "seed": settings.seed,
+        "precision_policy": settings.precision_policy,
+        "allowed_torch_ops": list(settings.allowed_torch_ops),
+        "timings_meaningful": settings.backend != "cpu",
         "best": best_summary(engine_like),
         "budget": budget_summary(engine_like),
         "ledger": ledger_summary(engine_like),

@@ -6,7 +6,15 @@ import json
 import time
 
 from engine.records import Candidate
-from engine.session_files import SessionPaths, read_json, write_json_atomic
+from engine.session_files import (
+    CANDIDATE_STATUSES,
+    COMMAND_STATUSES,
+    EVENT_KINDS,
+    SEARCH_STATES,
+    SessionPaths,
+    read_json,
+    write_json_atomic,
+)
 
 SNAPSHOT_SCHEMA = 1
 SNAPSHOT_ROWS = 500  # the TUI shows the best, the queue, the pinned and the recent: enough
@@ -89,7 +97,16 @@ def republish_details(paths: SessionPaths, store, candidates: list[Candidate]) -
         write_json_atomic(paths.candidate(c.id), candidate_detail(c, store.evaluations(c.id)))
 
 
+def check_contract(what: str, names, allowed: tuple[str, ...]) -> None:
+    """The engine publishes only the names that docs/session-format.md gives: another one is a
+    bug here, which no client would understand."""
+    unknown = set(names) - set(allowed)
+    if unknown:
+        raise ValueError(f"{what} {', '.join(sorted(unknown))} is not in the session contract")
+
+
 def append_events(paths: SessionPaths, events: list[dict]) -> None:
+    check_contract("event kind", (e["kind"] for e in events), EVENT_KINDS)
     if events:
         with paths.events.open("a") as fh:
             fh.writelines(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
@@ -104,6 +121,9 @@ def rewrite_events(paths: SessionPaths, events: list[dict]) -> None:
 
 
 def write_snapshot(paths: SessionPaths, snapshot: dict) -> None:
+    check_contract("state", [snapshot["state"]], SEARCH_STATES)
+    check_contract("status", (c["status"] for c in snapshot["candidates"]), CANDIDATE_STATUSES)
+    check_contract("command status", (c["status"] for c in snapshot["commands"]), COMMAND_STATUSES)
     write_json_atomic(
         paths.snapshot, {"schema": SNAPSHOT_SCHEMA, "updated_at": time.time(), **snapshot}
     )

@@ -1,4 +1,5 @@
 -- KernelBrain session store. One engine process writes it; bump SCHEMA_VERSION on any change.
+-- engine.session.settings.SessionSettings, one row a field, and schema_version.
 CREATE TABLE meta (key VARCHAR PRIMARY KEY, value JSON);
 -- One row per candidate; `record` is engine.records.Candidate as JSON, the other
 -- columns are copies for queries.

@@ -13,11 +13,10 @@ from pathlib import Path
 import duckdb
 
 from engine.records import Candidate
+from engine.session.settings import SessionSettings
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
-# Meta keys added since, with the value that a session made before them reads as.
-META_DEFAULTS = {"precision_policy": "strict", "allowed_torch_ops": []}
 COMMAND_COLUMNS = (
     "id",
     "command",
@@ -89,7 +88,7 @@ class Store:
         self._check_schema()
 
     @classmethod
-    def create(cls, path: Path, meta: dict) -> Store:
+    def create(cls, path: Path, settings: SessionSettings) -> Store:
         """Write a new session file; it appears complete or not at all (built aside, renamed)."""
         if path.exists():
             raise StoreError(f"{path} exists already: resume that session or choose another name")
@@ -98,7 +97,7 @@ class Store:
         db = _connect(staging, read_only=False)
         try:
             db.execute(SCHEMA)
-            rows = {**meta, "schema_version": SCHEMA_VERSION}
+            rows = {**settings.to_meta(), "schema_version": SCHEMA_VERSION}
             db.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in rows.items()]
             )
@@ -126,9 +125,9 @@ class Store:
         self.db.close()
 
     # reads
-    def meta(self) -> dict:
+    def settings(self) -> SessionSettings:
         rows = self.db.execute("SELECT key, value FROM meta").fetchall()
-        return {**META_DEFAULTS, **{k: json.loads(v) for k, v in rows}}
+        return SessionSettings.from_meta({k: json.loads(v) for k, v in rows})
 
     def state(self) -> dict:
         return {

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.message import Message
 from textual.widgets import DataTable
 
+from engine.session_files import CANDIDATE_STATUSES
 from kbtui.formatting import MISSING, compact_interval, number, truncate
 from kbtui.pending import PendingCommands
 
@@ -20,7 +21,7 @@ COLUMNS = (
     ("flags", "flags"),
 )
 ORIGIN_WIDTH = 13  # the strategy's own name; the Noise pane shows the whole origin
-STATUS_ORDER = ("evaluating", "queued", "promoted", "alive", "done", "pruned", "rejected")
+STATUS_ORDER = CANDIDATE_STATUSES  # the session contract lists them in sorting order
 # Columns that `s` cycles through, each with its natural direction (True: largest first).
 SORT_DIRECTIONS = {
     "score": True,

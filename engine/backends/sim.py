@@ -2,14 +2,18 @@
 
 For testing and demonstrating the scheduler without a GPU: the same candidate, seed, rung and
 size always give the same samples; nothing reads a clock, runs a subprocess or computes with
-torch. The static gate is the real one.
+torch. The static gate is the real one. An evaluation lasts the GPU time it simulates (scaled by
+KERNELBRAIN_SIM_PACE), so a demonstration unfolds at a GPU's pace: a default run on softmax
+lasts minutes, time enough to pin and veto; the tests set the pace to 0 (at once).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import os
 import random
+import time
 
 from engine.gate.static import static_check
 from engine.jobs import EvalJob, EvalResult, ShapeTiming
@@ -24,6 +28,22 @@ SIM_RESAMPLES = 100
 # Synthetic device: a fixed launch overhead plus a copy-bandwidth-like cost per element.
 LAUNCH_MS, MS_PER_ELEMENT = 0.005, 2e-9
 PROFILE_SECONDS = 8.0
+# Wall seconds an evaluation lasts per GPU-second it simulates: 1, a GPU's pace, by default.
+SIM_PACE_ENV = "KERNELBRAIN_SIM_PACE"
+
+
+def sim_pace() -> float:
+    value = os.environ.get(SIM_PACE_ENV, "1")
+    try:
+        pace = float(value)
+    except ValueError:
+        pace = -1.0
+    if not pace >= 0:
+        raise RuntimeError(
+            f"{SIM_PACE_ENV}={value!r}: give the wall seconds a sim evaluation lasts per "
+            "GPU-second it simulates (1: a GPU's pace, 0: at once)"
+        )
+    return pace
 
 
 def _unit(*parts) -> float:
@@ -50,6 +70,7 @@ class SimBackend:
 
     def __init__(self):
         self._gate_cache: dict[tuple[str, str], object] = {}
+        self.pace = sim_pace()
 
     def _static(self, problem: Problem, job: EvalJob):
         key = (problem.name, job.sha256)
@@ -58,6 +79,12 @@ class SimBackend:
         return self._gate_cache[key]
 
     def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
+        result = self.simulate(problem, job)
+        time.sleep(self.pace * sum(result.gpu_seconds.values()))
+        return result
+
+    def simulate(self, problem: Problem, job: EvalJob) -> EvalResult:
+        """The evaluation's result, at once."""
         rejection = self._static(problem, job)
         if rejection:
             return EvalResult(False, rejection.reason, rejection.message)

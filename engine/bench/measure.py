@@ -125,7 +125,7 @@ def _sim_times(problem, labels, sources, seed) -> dict[str, SizeTimes]:
     rung = RungSpec(0, tuple(labels), warmup=0, reps=reps, input_sets=1)
     sim = SimBackend()
     results = {
-        name: sim.evaluate(problem, EvalJob(name, source, rung, seed, check=False))
+        name: sim.simulate(problem, EvalJob(name, source, rung, seed, check=False))
         for name, source in sources.items()
     }
     rng = random.Random(seed)

@@ -127,15 +127,32 @@ def list_sessions(root: Path) -> list[SessionPaths]:
     return [paths for paths in folders if paths.database.is_file()]
 
 
-def find_session(name: str, sessions_dir: str | None = None) -> SessionPaths:
-    """The existing session `name`; a SessionError names the folder looked in and its sessions."""
+def find_session(
+    name: str, sessions_dir: str | None = None, published: bool = False
+) -> SessionPaths:
+    """The existing session `name`; a SessionError names the folder looked in and its sessions.
+    `published`: a session whose database is gone will do, for the commands that read only
+    what it published (export, attach)."""
     paths = new_session_paths(name, sessions_dir)
-    if paths.database.is_file():
+    if paths.database.is_file() or (published and paths.snapshot.is_file()):
         return paths
+    if paths.snapshot.is_file():
+        raise SessionError(
+            f"session {name} has lost its database ({paths.database} is gone): it cannot go on "
+            f"or be shown; {damaged_session_hint(name)}"
+        )
     root = paths.root.parent
     raise SessionError(
         f"no session {name!r} in {root}/ ({what_is_in(root)}); `kernelbrain ls` lists the "
         "sessions, --sessions-dir or KERNELBRAIN_SESSIONS looks in another folder"
+    )
+
+
+def damaged_session_hint(name: str) -> str:
+    """What is left to do with a session whose database is gone or damaged."""
+    return (
+        f"what it published is still there: `kernelbrain export {name}` writes its best "
+        f"candidate, `kernelbrain attach {name}` shows it"
     )
 
 

@@ -116,7 +116,7 @@ def cmd_show(args) -> int:
 
 
 def cmd_export(args) -> int:
-    paths = session_of(args)
+    paths = session_of(args, published=True)
     cid = args.candidate or ((read_snapshot(paths) or {}).get("best") or {}).get("id")
     if cid is None:
         raise UsageError(

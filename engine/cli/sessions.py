@@ -83,10 +83,11 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_stop)
 
 
-def session_of(args) -> SessionPaths:
-    """The existing session that `args.session` names, or a UsageError saying where we looked."""
+def session_of(args, published: bool = False) -> SessionPaths:
+    """The existing session that `args.session` names, or a UsageError saying where we looked.
+    `published`: one whose database is gone will do (engine.session_files.find_session)."""
     try:
-        return find_session(args.session, args.sessions_dir)
+        return find_session(args.session, args.sessions_dir, published)
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -14,6 +14,7 @@ import duckdb
 
 from engine.records import Candidate
 from engine.session.settings import SessionSettings
+from engine.session_files import damaged_session_hint
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
@@ -73,11 +74,12 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
                 f"{path} is in use by another process ({text.splitlines()[0]}); "
                 "stop that engine (kernelbrain stop) or wait for it to finish"
             ) from exc
-        raise StoreError(f"cannot open {path}: {text}") from exc
+        hint = damaged_session_hint(path.parent.name)
+        raise StoreError(f"cannot open {path}: {text}; {hint}") from exc
     except duckdb.Error as exc:
         raise StoreError(
-            f"{path} is not a readable KernelBrain session ({exc}); it may be corrupt: "
-            "start a new session, or move the file away"
+            f"{path} is not a readable KernelBrain session ({exc}); it may be corrupt; "
+            f"{damaged_session_hint(path.parent.name)}"
         ) from exc
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterable
 from functools import partial
@@ -25,7 +26,7 @@ from kbtui.actions import PANES, USER_ACTIONS, key_bindings
 from kbtui.messages import SessionChanged
 from kbtui.operations import export_candidate
 from kbtui.pending import Acknowledgement, PendingCommands
-from kbtui.poller import DIFF_TARGETS, Selection, SessionPoller
+from kbtui.poller import DIFF_TARGETS, EngineState, Selection, SessionPoller
 from kbtui.screens.help import HelpScreen
 from kbtui.widgets.budget import BudgetPane
 from kbtui.widgets.diff import DiffPane
@@ -46,17 +47,26 @@ class KernelBrainApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "KernelBrain"
     BINDINGS = key_bindings()
+    ALLOW_IN_MAXIMIZED_VIEW = "#status, Footer"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
 
-    def __init__(self, paths: SessionPaths, poll_seconds: float = POLL_SECONDS) -> None:
+    def __init__(
+        self,
+        paths: SessionPaths,
+        poll_seconds: float = POLL_SECONDS,
+        started: subprocess.Popen | None = None,
+    ) -> None:
+        """`started`: an engine process just started on the session (by `kernelbrain run`)."""
         super().__init__()
         self.paths = paths
         self.poll_seconds = poll_seconds
         self.poller = SessionPoller(paths)
+        if started is not None:
+            self.poller.follow(started)
         self.pending = PendingCommands()
         self.snapshot: dict | None = None
-        self.engine_is_running: bool | None = None  # unknown until the first poll
+        self.engine: EngineState | None = None  # unknown until the first poll
         self.selection: Selection | None = None
         self.diff_target = DIFF_TARGETS[0]
         self.selected_id: str | None = None
@@ -83,6 +93,7 @@ class KernelBrainApp(App[None]):
     def on_mount(self) -> None:
         self.sub_title = self.paths.name
         self._show_status()
+        self.watch(self.screen, "maximized", self._maximized_changed, init=False)
         self.watch_session()
 
     def on_unmount(self) -> None:
@@ -123,17 +134,18 @@ class KernelBrainApp(App[None]):
             if changes.events:
                 self.query_one(EventLog).append(changes.events)
                 self._settle(self.pending.acknowledge(events=changes.events))
-            if changes.running is not None:
-                self.engine_is_running = changes.running
-                self._show_status()
-                self.refresh_bindings()
+            if changes.engine is not None:
+                self._show_engine(changes.engine)
             if changes.selection is not None:
                 self._show_selection(changes.selection)
         finally:
             self._drawn.set()
 
     def _show_snapshot(self, snapshot: dict) -> None:
+        state_changed = (self.snapshot or {}).get("state") != snapshot.get("state")
         self.snapshot = snapshot
+        if state_changed:
+            self.refresh_bindings()  # the footer offers Pause or Unpause
         queue = self.query_one(QueueTable)
         total = snapshot.get("candidates_total", len(snapshot.get("candidates", [])))
         queue.show(snapshot.get("candidates") or [], total, self.pending)
@@ -141,12 +153,24 @@ class KernelBrainApp(App[None]):
         self._settle(self.pending.acknowledge(applied=snapshot.get("commands")))
         self._show_status()
 
+    def _show_engine(self, engine: EngineState) -> None:
+        if engine.failure and engine.failure != (self.engine and self.engine.failure):
+            self.notify(f"the engine failed: {engine.failure}", severity="error", timeout=30)
+        self.engine = engine
+        self._show_status()
+        self.refresh_bindings()
+
+    @property
+    def engine_is_running(self) -> bool | None:
+        return None if self.engine is None else self.engine.phase == "running"
+
     def _show_selection(self, selection: Selection) -> None:
         if selection.candidate_id != self.selected_id:
             return
         self.selection = selection
-        self.query_one(NoisePane).show(selection.candidate_id, selection.detail)
-        self.query_one(ProfilerPane).show(selection.candidate_id, selection.detail)
+        row = self.query_one(QueueTable).rows_by_id.get(selection.candidate_id)
+        self.query_one(NoisePane).show(selection.candidate_id, selection.detail, row)
+        self.query_one(ProfilerPane).show(selection)
         self.query_one(DiffPane).show(selection, self.diff_target)
 
     def on_candidate_selected(self, message: CandidateSelected) -> None:
@@ -164,9 +188,11 @@ class KernelBrainApp(App[None]):
     def action_veto(self) -> None:
         self._send_for_selected("veto")
 
-    def action_toggle_pause(self) -> None:
-        paused = (self.snapshot or {}).get("state") == "paused"
-        self._send("unpause" if paused else "pause")
+    def action_pause(self) -> None:
+        self._send("pause")
+
+    def action_unpause(self) -> None:
+        self._send("unpause")
 
     def action_add_budget(self) -> None:
         self._send("budget", amount=BUDGET_STEP)
@@ -183,26 +209,50 @@ class KernelBrainApp(App[None]):
         self.notify(f"wrote {target}")
 
     def action_cycle_diff(self) -> None:
-        self.diff_target = DIFF_TARGETS[(DIFF_TARGETS.index(self.diff_target) + 1) % 3]
-        if self.selection is not None:
-            self.query_one(DiffPane).show(self.selection, self.diff_target)
+        """The first press shows the Diff pane as it is (against the parent when first opened);
+        each press while it shows switches the target."""
+        panes = self.query_one(TabbedContent)
+        if panes.active == "diff":
+            self.diff_target = DIFF_TARGETS[(DIFF_TARGETS.index(self.diff_target) + 1) % 3]
+            if self.selection is not None:
+                self.query_one(DiffPane).show(self.selection, self.diff_target)
+        panes.active = "diff"
+
+    def action_toggle_whole_file(self) -> None:
+        self.query_one(DiffPane).toggle_whole_file()
         self.query_one(TabbedContent).active = "diff"
+
+    def action_toggle_maximize(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        panes = self.query_one(TabbedContent)
+        self.screen.maximize(panes)
+        # Keys scroll the pane while it fills the screen; the Queue has them back after.
+        scrollable = [w for w in panes.active_pane.walk_children() if w.focusable]
+        if scrollable:
+            scrollable[0].focus()
+
+    def _maximized_changed(self, maximized) -> None:
+        if maximized is None:
+            self.query_one(QueueTable).focus()
 
     def action_cycle_sort(self) -> None:
         self.query_one(QueueTable).cycle_sort()
 
     def action_resume_engine(self) -> None:
-        if self.engine_is_running:
-            self.notify("the engine is already running")
+        if self.engine.phase == "starting":
+            self.notify("the engine is starting: it runs in a few seconds")
             return
         if spent := spent_budget_message(self.paths):
             self.notify(spent, severity="warning")
             return
         try:
-            start_detached_engine(self.paths)
+            self.poller.follow(start_detached_engine(self.paths))
         except OSError as error:
             self.notify(f"could not start the engine: {error}", severity="error")
             return
+        self._show_engine(EngineState("starting"))
         self.notify(f"resuming {self.paths.name}; its output goes to {self.paths.log}")
 
     def action_help(self) -> None:
@@ -213,7 +263,10 @@ class KernelBrainApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "resume_engine":
-            return self.engine_is_running is False
+            return self.engine is not None and self.engine.phase != "running"
+        if action in ("pause", "unpause"):
+            paused = (self.snapshot or {}).get("state") == "paused"
+            return paused == (action == "unpause")
         return True
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -263,10 +316,11 @@ class KernelBrainApp(App[None]):
         self._show_status()
 
     def _show_status(self) -> None:
-        self.query_one(SessionStatus).show(self.snapshot, self.engine_is_running, self.pending)
+        self.query_one(SessionStatus).show(self.snapshot, self.engine, self.pending)
 
 
-def run_app(paths: SessionPaths) -> int:
-    """Run the app on a session until the user quits; the engine, if any, keeps running."""
-    KernelBrainApp(paths).run()
+def run_app(paths: SessionPaths, started: subprocess.Popen | None = None) -> int:
+    """Run the app on a session until the user quits; the engine, if any, keeps running.
+    `started`: the engine process the caller has just started on it."""
+    KernelBrainApp(paths, started=started).run()
     return 0

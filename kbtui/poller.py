@@ -6,6 +6,8 @@ knows nothing of Textual, so it is tested on its own."""
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from engine.session_files import (
     SessionPaths,
     engine_running,
     read_candidate,
+    read_lock,
     read_snapshot,
 )
 
@@ -30,6 +33,23 @@ def file_signature(path: Path) -> tuple[int, int] | None:
     return stat.st_mtime_ns, stat.st_size
 
 
+def last_line(path: Path) -> str | None:
+    """The last line with text in a log file (an error's one-line reason)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    return next((line.strip() for line in reversed(lines) if line.strip()), None)
+
+
+@dataclass(frozen=True)
+class EngineState:
+    """The session's engine as a client sees it."""
+
+    phase: str  # "running"; "starting": no snapshot from it yet; or "stopped"
+    failure: str | None = None  # why the engine this client started last exited with an error
+
+
 @dataclass(frozen=True)
 class Selection:
     """The selected candidate's detail file and the sources its diff can compare against."""
@@ -38,6 +58,8 @@ class Selection:
     detail: dict | None
     target_ids: dict[str, str | None]  # "parent"/"best" -> candidate id
     target_sources: dict[str, str | None]  # "parent"/"best"/"reference" -> source
+    profiled_on: str | None = None  # the candidate whose profile stands for this one
+    profile: dict | None = None
 
 
 @dataclass
@@ -46,12 +68,12 @@ class SessionChanges:
 
     snapshot: dict | None = None
     events: list[dict] = field(default_factory=list)
-    running: bool | None = None
+    engine: EngineState | None = None
     selection: Selection | None = None
 
     def __bool__(self) -> bool:
         """Whether there is any news."""
-        news = (self.snapshot, self.running, self.selection)
+        news = (self.snapshot, self.engine, self.selection)
         return bool(self.events) or any(item is not None for item in news)
 
 
@@ -65,9 +87,23 @@ class SessionPoller:
         self._selection_signature: tuple | None = None
         self._detail_key: tuple | None = None
         self._detail: dict | None = None
-        self._running: bool | None = None
+        self._engine: EngineState | None = None
+        self._engine_pid: int | None = None  # of the engine that published the last snapshot
+        self._started: subprocess.Popen | None = None  # an engine this client started
+        self._started_lock = threading.Lock()  # the app's thread hands it to the watcher's
+        self._failure: str | None = None
         self._events = EventTail(paths)
         self._best_id: str | None = None
+        self._rows: list[dict] = []  # the last snapshot's candidates
+        self._snapshots = 0  # snapshots read so far
+        self._strategy_profiles: dict[str, str] = {}  # origin -> the candidate profiled for it
+        self._searched_in_vain: dict[str, int] = {}  # origin -> snapshot count when last searched
+
+    def follow(self, process: subprocess.Popen) -> None:
+        """Follow an engine this client started: "starting" until it publishes, and its error
+        if it exits with one (waiting for it, so it never lingers as a zombie)."""
+        with self._started_lock:
+            self._started, self._failure = process, None
 
     def poll(self, selected_id: str | None) -> SessionChanges:
         changes = SessionChanges()
@@ -77,31 +113,56 @@ class SessionPoller:
             if snapshot is not None:
                 self._snapshot_signature = signature
                 self._best_id = (snapshot.get("best") or {}).get("id")
+                self._engine_pid = snapshot.get("engine_pid")
+                self._rows, self._snapshots = snapshot.get("candidates") or [], self._snapshots + 1
                 changes.snapshot = snapshot
         signature = file_signature(self.paths.events)
         if signature != self._events_signature:
             self._events_signature = signature
             changes.events = self._events.read_new()
-        running = engine_running(self.paths)
-        if running != self._running:
-            self._running = changes.running = running
+        engine = self._engine_state()
+        if engine != self._engine:
+            self._engine = changes.engine = engine
         if selected_id is not None:
             changes.selection = self._poll_selection(selected_id)
         return changes
+
+    def _engine_state(self) -> EngineState:
+        with self._started_lock:
+            started = self._started
+            if started is not None and started.poll() is not None:  # waited for: no zombie
+                if started.returncode != 0:
+                    self._failure = last_line(self.paths.log) or f"exit {started.returncode}"
+                self._started = started = None
+            if engine_running(self.paths):
+                self._failure = None
+                published = (read_lock(self.paths) or {}).get("pid") == self._engine_pid
+                return EngineState("running" if published else "starting")
+            if started is not None and started.pid != self._engine_pid:  # nothing published yet
+                return EngineState("starting")
+            return EngineState("stopped", self._failure)
 
     def _poll_selection(self, candidate_id: str) -> Selection | None:
         detail_key = (candidate_id, file_signature(self.paths.candidate(candidate_id)))
         if detail_key != self._detail_key:
             self._detail_key = detail_key
             self._detail = read_candidate(self.paths, candidate_id)
-        target_ids = {"parent": (self._detail or {}).get("parent"), "best": self._best_id}
-        watched = [self.paths.reference] + [
-            self.paths.candidate(i) for i in target_ids.values() if i
-        ]
-        signature = (detail_key, tuple(target_ids.values()), *map(file_signature, watched))
+        detail = self._detail or {}
+        target_ids = {"parent": detail.get("parent"), "best": self._best_id}
+        if detail.get("profile"):
+            profiled_on = candidate_id
+        else:
+            profiled_on = self._strategy_profiled_on(detail.get("origin"))
+        others = [*target_ids.values(), profiled_on if profiled_on != candidate_id else None]
+        watched = [self.paths.reference] + [self.paths.candidate(i) for i in others if i]
+        signature = (detail_key, *others, *map(file_signature, watched))
         if signature == self._selection_signature:
             return None
         self._selection_signature = signature
+        if profiled_on in (None, candidate_id):
+            profile = detail.get("profile")
+        else:
+            profile = (read_candidate(self.paths, profiled_on) or {}).get("profile")
         sources = {
             name: (read_candidate(self.paths, other) or {}).get("source") if other else None
             for name, other in target_ids.items()
@@ -110,4 +171,19 @@ class SessionPoller:
             sources["reference"] = self.paths.reference.read_text()
         except FileNotFoundError:
             sources["reference"] = None
-        return Selection(candidate_id, self._detail, target_ids, sources)
+        return Selection(candidate_id, self._detail, target_ids, sources, profiled_on, profile)
+
+    def _strategy_profiled_on(self, origin: str | None) -> str | None:
+        """The one candidate of a strategy that the engine profiled (it profiles each strategy
+        once, on a candidate at rung 1 or above), looked for again only in a newer snapshot."""
+        if origin is None or origin in self._strategy_profiles:
+            return self._strategy_profiles.get(origin)
+        if self._searched_in_vain.get(origin) == self._snapshots:
+            return None
+        self._searched_in_vain[origin] = self._snapshots
+        climbed = [r["id"] for r in self._rows if r.get("origin") == origin and r.get("rung")]
+        for candidate_id in sorted(climbed):
+            if (read_candidate(self.paths, candidate_id) or {}).get("profile"):
+                self._strategy_profiles[origin] = candidate_id
+                return candidate_id
+        return None

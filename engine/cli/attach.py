@@ -26,12 +26,18 @@ def register(subparsers) -> None:
 
 def resolve_session(session: str, sessions_dir: str | None) -> SessionPaths:
     """The session folder at path `session`, or the session named so; a UsageError says where
-    it looked and which sessions are there."""
+    it looked and which sessions are there, or that the folder holds no session."""
     folder = Path(session)
     if folder.is_dir() and folder.parent != Path("."):
-        return SessionPaths(folder)
+        paths = SessionPaths(folder)
+        if not (paths.database.is_file() or paths.snapshot.is_file()):
+            raise UsageError(
+                f"{folder} is not a KernelBrain session (it has no state.duckdb): give a "
+                "session's name or the folder `kernelbrain run` made"
+            )
+        return paths
     try:
-        return find_session(session, sessions_dir)
+        return find_session(session, sessions_dir, published=True)
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -171,10 +172,11 @@ def cmd_resume(args) -> int:
         )
         args.headless = True
     if not args.headless:
+        started = None
         if not running:
             with session_folder_writes(paths):
-                start_detached_engine(paths)
-        return attach(paths)
+                started = start_detached_engine(paths)
+        return attach(paths, started)
     return run_headless(paths)
 
 
@@ -239,10 +241,11 @@ def progress_line(snap: dict) -> str:
     )
 
 
-def attach(paths: SessionPaths) -> int:
+def attach(paths: SessionPaths, started: subprocess.Popen | None = None) -> int:
+    """The TUI on the session; `started`: the engine process just started on it."""
     from kbtui.app import run_app
 
-    return run_app(paths) or 0
+    return run_app(paths, started) or 0
 
 
 def cmd_stop(args) -> int:

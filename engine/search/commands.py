@@ -38,7 +38,7 @@ def apply_command(engine, command: dict) -> tuple[str, str, object]:
     if name == "unpause":
         if search.state == "paused":
             search.state = "running"
-        return "applied", "resumed", None
+        return "applied", "unpaused: the search goes on", None
     if name == "stop":
         search.state, search.stop_reason = "stopped", "stopped by the user"
         return "applied", "stop requested", None

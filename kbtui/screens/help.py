@@ -16,11 +16,18 @@ NAVIGATION = (
     ("click", "On a Queue column title: sort by it (again: reverse)"),
     ("1-5", "Show the " + ", ".join(pane.title() for pane in PANES) + " pane"),
     ("ctrl+p", "Command palette: every action by name"),
+    ("home end", "The Queue's first or last row"),
+    ("escape", "Leave full screen"),
+)
+# What the Queue's columns and the status line's "best" mean.
+LEGEND = (
+    ("score", "Speedup × a bonus per rung climbed × a penalty for noisy timings (Noise pane)"),
+    ("best", "The top score: a faster but noisier or less measured row can sit below it"),
 )
 
 
 def help_content() -> Content:
-    rows = [(a.key_display or a.key, a.help) for a in USER_ACTIONS] + list(NAVIGATION)
+    rows = [(a.key_display or a.key, a.help) for a in USER_ACTIONS] + list(NAVIGATION + LEGEND)
     width = max(len(key) for key, _ in rows) + 2
     lines = [Content.assemble((f"{key:<{width}}", "bold $text-accent"), text) for key, text in rows]
     return Content("\n").join(lines)

@@ -1,68 +1,114 @@
-"""The "Diff" pane: the selected candidate beside its parent, the best, or the reference."""
+"""The "Diff" pane: the selected candidate against its parent, the best, or the reference.
+
+It shows the changed hunks with a little context (the whole file on request), side by side when
+the pane is wide enough for both sides' lines and in one column otherwise; long lines scroll
+sideways instead of wrapping."""
 
 from __future__ import annotations
 
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import ScrollableContainer, Vertical
 from textual.content import Content
 from textual.highlight import highlight
 from textual.widgets import Static
 
-from kbtui.diffing import change_counts, side_by_side
-from kbtui.poller import Selection
+from kbtui.diffing import DiffRow, change_counts, hunks, side_by_side, unified
+from kbtui.poller import DIFF_TARGETS, Selection
 
 NUMBER_WIDTH = 5  # "1234 "
 DIVIDER = " │ "
-SIDE_STYLES = {"delete": "on $error-muted", "insert": "on $success-muted"}
-CONTEXT_ROWS = 3  # unchanged rows shown above the first change when a diff opens
+CONTEXT_ROWS = 3  # unchanged rows shown around each change
+ROW_STYLES = {"delete": "on $error-muted", "insert": "on $success-muted"}
+MARKS = {"equal": " ", "delete": "-", "insert": "+"}
 
 
-def wrap(line: Content, width: int) -> list[Content]:
-    """A line cut into pieces of `width` cells (the diff wraps long lines, never hides them)."""
-    if width <= 0 or len(line) <= width:
-        return [line]
-    return [line[start : start + width] for start in range(0, len(line), width)]
+def gutter(index: int | None) -> Content:
+    text = " " * NUMBER_WIDTH if index is None else f"{index + 1:>{NUMBER_WIDTH - 1}} "
+    return Content.styled(text, "$text-muted")
 
 
-def side_cells(lines: list[Content], index: int | None, style: str, width: int) -> list[Content]:
-    if index is None:
-        return [Content(" " * (NUMBER_WIDTH + width))]
-    pieces = wrap(lines[index], width)
-    cells = []
-    for number, piece in enumerate(pieces):
-        gutter = f"{index + 1:>{NUMBER_WIDTH - 1}} " if number == 0 else " " * NUMBER_WIDTH
-        body = piece.pad_right(width - piece.cell_length)
-        if style:
-            body = body.stylize_before(style)
-        cells.append(Content.assemble((gutter, "$text-muted"), body))
-    return cells
+def code(lines: list[Content], index: int | None, width: int, style: str) -> Content:
+    """A line padded to `width` cells (so a changed line's background spans the column)."""
+    line = Content("") if index is None else lines[index]
+    line = line.pad_right(width - line.cell_length)
+    return line.stylize_before(style) if style and index is not None else line
 
 
-def diff_content(old: str, new: str, width: int) -> tuple[Content, tuple[int, int], int]:
-    """Side-by-side rows for `width` cells, the counts of added and removed lines, and the row
-    the first change is drawn on (0 when there is none)."""
+def gap(count: int) -> Content:
+    lines = "line" if count == 1 else "lines"
+    return Content.styled(f"{'⋯':>{NUMBER_WIDTH - 1}} {count} unchanged {lines}", "$text-muted")
+
+
+def longest(shown: list[DiffRow | int], old_lines: list[Content], new_lines: list[Content]) -> int:
+    """The widest line the shown rows hold, in cells."""
+    rows = [row for row in shown if isinstance(row, DiffRow)]
+    return max(
+        [old_lines[row.left].cell_length for row in rows if row.left is not None]
+        + [new_lines[row.right].cell_length for row in rows if row.right is not None],
+        default=0,
+    )
+
+
+def paired_line(row: DiffRow, old: list[Content], new: list[Content], side: int) -> Content:
+    changed = row.tag != "equal"
+    return Content.assemble(
+        gutter(row.left),
+        code(old, row.left, side, ROW_STYLES["delete"] if changed else ""),
+        (DIVIDER, "$text-muted"),
+        gutter(row.right),
+        code(new, row.right, side, ROW_STYLES["insert"] if changed else ""),
+    )
+
+
+def unified_line(row: DiffRow, old: list[Content], new: list[Content], width: int) -> Content:
+    lines, index = (old, row.left) if row.right is None else (new, row.right)
+    style = ROW_STYLES.get(row.tag, "")
+    mark = Content.styled(MARKS[row.tag], style)
+    return Content.assemble(
+        gutter(row.left), gutter(row.right), mark, code(lines, index, width, style)
+    )
+
+
+def diff_content(
+    old: str, new: str, width: int, whole_file: bool
+) -> tuple[Content, tuple[int, int], int]:
+    """The diff for a pane `width` cells wide, the counts of added and removed lines, and the
+    line the first change is drawn on (0 when there is none). Side by side when every shown
+    line fits in half the width; otherwise one column, as wide as its longest line."""
     old_lines = highlight(old, language="python").split("\n")
     new_lines = highlight(new, language="python").split("\n")
-    rows = side_by_side([line.plain for line in old_lines], [line.plain for line in new_lines])
-    side_width = max(10, (width - len(DIVIDER)) // 2 - NUMBER_WIDTH)
-    blank = " " * (NUMBER_WIDTH + side_width)
+    plain = [line.plain for line in old_lines], [line.plain for line in new_lines]
+
+    def shown_rows(rows: list[DiffRow]) -> list[DiffRow | int]:
+        return rows if whole_file else hunks(rows, CONTEXT_ROWS)
+
+    side = (width - len(DIVIDER)) // 2 - NUMBER_WIDTH
+    rows = side_by_side(*plain)
+    shown = shown_rows(rows)
+    paired = longest(shown, old_lines, new_lines) <= side
+    if not paired:
+        rows = unified(*plain)
+        shown = shown_rows(rows)
+        text = max(longest(shown, old_lines, new_lines), width - 2 * NUMBER_WIDTH - 1)
     out = []
     first_change = None
-    for row in rows:
+    for row in shown:
+        if isinstance(row, int):
+            out.append(gap(row))
+            continue
         if row.tag != "equal" and first_change is None:
             first_change = len(out)
-        left_style = "" if row.tag == "equal" else SIDE_STYLES["delete"]
-        right_style = "" if row.tag == "equal" else SIDE_STYLES["insert"]
-        left = side_cells(old_lines, row.left, left_style, side_width)
-        right = side_cells(new_lines, row.right, right_style, side_width)
-        for index in range(max(len(left), len(right))):
-            out.append(
-                Content.assemble(
-                    left[index] if index < len(left) else Content(blank),
-                    (DIVIDER, "$text-muted"),
-                    right[index] if index < len(right) else Content(blank),
-                )
-            )
+        if paired:
+            out.append(paired_line(row, old_lines, new_lines, side))
+        else:
+            out.append(unified_line(row, old_lines, new_lines, text))
     return Content("\n").join(out), change_counts(rows), first_change or 0
+
+
+def keys_line(target: str, whole_file: bool) -> str:
+    """What is shown and the keys that change it."""
+    following = DIFF_TARGETS[(DIFF_TARGETS.index(target) + 1) % len(DIFF_TARGETS)]
+    shown = "whole file · w: changes only" if whole_file else "changes · w: whole file"
+    return f"{shown} · d: vs {following} · m: full screen"
 
 
 def target_label(selection: Selection, target: str) -> str:
@@ -76,30 +122,36 @@ def missing_reason(selection: Selection, target: str) -> str:
     if not (selection.detail or {}).get("source"):
         return f"no source for {selection.candidate_id} yet"
     if target != "reference" and selection.target_ids.get(target) is None:
-        return f"{selection.candidate_id} has no {target}; d switches the target"
+        return f"{selection.candidate_id} has no {target}"
     return f"no source for {target_label(selection, target)}"
 
 
 class DiffPane(Vertical):
-    """A title line naming both sides, over a scrolling side-by-side body."""
+    """A title line naming both sides, over a body that scrolls both ways."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.target = "parent"
+        self.whole_file = False
         self._selection: Selection | None = None
-        self._opened: tuple | None = None  # (candidate, target, target's id) on show
+        self._opened: tuple | None = None  # (candidate, target, target's id, whole file) shown
         self._scroll_pending = False  # scroll to the first change once the pane has a size
         self._title = Static(Content.assemble(("select a candidate", "$text-muted")))
-        self._body = Static()
+        self._body = Static(id="diff-body")
 
     def compose(self):
         yield self._title
-        with VerticalScroll():
+        with ScrollableContainer():
             yield self._body
 
     def show(self, selection: Selection, target: str) -> None:
         self._selection, self.target = selection, target
         self._redraw()
+
+    def toggle_whole_file(self) -> None:
+        self.whole_file = not self.whole_file
+        if self._selection is not None:
+            self._redraw()
 
     def on_resize(self) -> None:
         if self._selection is not None:
@@ -109,34 +161,33 @@ class DiffPane(Vertical):
         selection, target = self._selection, self.target
         new = (selection.detail or {}).get("source")
         old = selection.target_sources.get(target)
-        label = target_label(selection, target)
+        keys = Content.styled(keys_line(target, self.whole_file), "$text-muted")
         if new is None or old is None:
-            self._title.update(
-                Content.assemble((f"{selection.candidate_id} vs {label}", "bold"), " · d switches")
+            head = Content.styled(
+                f"{selection.candidate_id} vs {target_label(selection, target)}", "bold"
             )
-            self._body.update(Content.assemble((missing_reason(selection, target), "$text-muted")))
+            self._title.update(Content("\n").join([head, keys]))
+            self._body.update(Content.styled(missing_reason(selection, target), "$text-muted"))
             return
-        scroll = self.query_one(VerticalScroll)
-        width = (self.scrollable_content_region.width or 80) - scroll.styles.scrollbar_size_vertical
-        body, (added, removed), first_change = diff_content(old, new, width)
-        self._title.update(
-            Content.assemble(
-                (label, "bold"),
-                "  →  ",
-                (selection.candidate_id, "bold"),
-                "  ",
-                (f"+{added}", "$text-success"),
-                " ",
-                (f"-{removed}", "$text-error"),
-                "  · d switches parent/best/reference",
-            )
+        scroll = self.query_one(ScrollableContainer)
+        width = (self.size.width or 80) - scroll.styles.scrollbar_size_vertical
+        body, (added, removed), first_change = diff_content(old, new, width, self.whole_file)
+        head = Content.assemble(
+            (target_label(selection, target), "bold"),
+            " → ",
+            (selection.candidate_id, "bold"),
+            "  ",
+            (f"+{added}", "$text-success"),
+            " ",
+            (f"-{removed}", "$text-error"),
         )
+        self._title.update(Content("\n").join([head, keys]))
         self._body.update(body)
-        # A mutation often changes one line deep in the file: open each diff at its first change.
-        opened = (selection.candidate_id, target, selection.target_ids.get(target))
+        # A whole file opens at its first change: a mutation often changes one line deep in it.
+        opened = (selection.candidate_id, target, selection.target_ids.get(target), self.whole_file)
         if opened != self._opened:
             self._opened, self._scroll_pending = opened, True
         if self._scroll_pending and self.size.height:  # a hidden tab has no size to scroll
             self._scroll_pending = False
-            top = max(0, first_change - CONTEXT_ROWS)
-            self.call_after_refresh(scroll.scroll_to, y=top, animate=False)
+            top = max(0, first_change - CONTEXT_ROWS) if self.whole_file else 0
+            self.call_after_refresh(scroll.scroll_to, x=0, y=top, animate=False)

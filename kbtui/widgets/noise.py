@@ -74,7 +74,20 @@ def timing_lines(timing: dict, width: int) -> list[Content]:
     return lines
 
 
-def noise_content(candidate_id: str, detail: dict | None, width: int) -> Content:
+def score_line(row: dict | None) -> Content | None:
+    """Why the Queue ranks the candidate where it does: its score is its speedup times a bonus
+    for each rung climbed and a penalty for noisy timings (engine.search.score)."""
+    if not row or row.get("score") is None or not row.get("speedup"):
+        return None
+    score, speedup = row["score"], row["speedup"]
+    return Content.assemble(
+        ("score ", "bold"),
+        f"{number(score)} = speedup {speedup:.2f}× × {score / speedup:.2f}"
+        f" (bonus per rung, penalty for CV {percent(row.get('cv'))})",
+    )
+
+
+def noise_content(candidate_id: str, detail: dict | None, row: dict | None, width: int) -> Content:
     if detail is None:
         return Content.assemble((f"{candidate_id}: no detail file yet", "$text-muted"))
     evaluations = detail.get("evaluations") or []
@@ -94,6 +107,8 @@ def noise_content(candidate_id: str, detail: dict | None, width: int) -> Content
         f" (tolerance {number(evaluation.get('tolerance'))})",
     )
     lines = [head]
+    if (score := score_line(row)) is not None:
+        lines.append(score)
     if evaluation.get("meaningful") is False:
         lines.append(Content.assemble(("timings mean nothing on this backend", "$text-warning")))
     for timing in evaluation["timings"]:
@@ -106,13 +121,14 @@ class NoisePane(VerticalScroll):
         super().__init__(**kwargs)
         self.candidate_id: str | None = None
         self._detail: dict | None = None
+        self._row: dict | None = None  # the candidate's row in the snapshot
         self._body = Static(Content.assemble(("select a candidate", "$text-muted")))
 
     def compose(self):
         yield self._body
 
-    def show(self, candidate_id: str, detail: dict | None) -> None:
-        self.candidate_id, self._detail = candidate_id, detail
+    def show(self, candidate_id: str, detail: dict | None, row: dict | None) -> None:
+        self.candidate_id, self._detail, self._row = candidate_id, detail, row
         self._redraw()
 
     def on_resize(self) -> None:
@@ -121,4 +137,4 @@ class NoisePane(VerticalScroll):
 
     def _redraw(self) -> None:
         width = self.scrollable_content_region.width or 80
-        self._body.update(noise_content(self.candidate_id, self._detail, width))
+        self._body.update(noise_content(self.candidate_id, self._detail, self._row, width))

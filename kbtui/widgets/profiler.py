@@ -1,4 +1,5 @@
-"""The "Profiler" pane: the bottleneck diagnosis of the selected candidate and its evidence."""
+"""The "Profiler" pane: the bottleneck diagnosis of the selected candidate (or of the candidate
+its strategy was profiled on) and its evidence."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from kbtui.formatting import number
+from kbtui.poller import Selection
 
 # The headline figures of engine.profiler's diagnosis metrics (all in percent of peak).
 HEADLINE_METRICS = (("occupancy", "achieved_occupancy"), ("DRAM", "dram_pct"), ("SM", "sm_pct"))
@@ -32,9 +34,27 @@ def bullets(title: str, items: list[str]) -> list[Content]:
     return [Content.assemble((title, "bold"))] + [Content(f"  • {item}") for item in items]
 
 
-def profile_content(candidate_id: str, profile: dict | None) -> Content:
+def profile_content(selection: Selection) -> Content:
+    """The profile that stands for the selected candidate: its own, or its strategy's."""
+    candidate_id, profile = selection.candidate_id, selection.profile
     if profile is None:
-        return Content.assemble((f"{candidate_id}: not profiled yet", "$text-muted"))
+        return Content.styled(
+            f"{candidate_id}: not profiled yet (each strategy is profiled once, on its first "
+            "candidate at rung 1)",
+            "$text-muted",
+        )
+    body = diagnosis_content(profile)
+    if selection.profiled_on == candidate_id:
+        return body
+    origin = (selection.detail or {}).get("origin")
+    shared = Content.assemble(
+        (f"{candidate_id} shares the profile of {selection.profiled_on}", "bold"),
+        f": its strategy {origin} is profiled once, and that profile guides its mutations",
+    )
+    return Content("\n").join([shared, body])
+
+
+def diagnosis_content(profile: dict) -> Content:
     if profile.get("status") == "unavailable":
         why = profile.get("why") or "no reason given"
         return Content.assemble(("profiler unavailable: ", "bold $text-warning"), why)
@@ -79,5 +99,5 @@ class ProfilerPane(VerticalScroll):
     def compose(self):
         yield self._body
 
-    def show(self, candidate_id: str, detail: dict | None) -> None:
-        self._body.update(profile_content(candidate_id, (detail or {}).get("profile")))
+    def show(self, selection: Selection) -> None:
+        self._body.update(profile_content(selection))

@@ -1,8 +1,11 @@
-"""The "Queue" pane: the population as a sortable table whose cursor follows its candidate."""
+"""The "Queue" pane: the population as a sortable table. Its cursor stays on the top row until
+the user moves it, then on the candidate the user chose, however the rows re-sort."""
 
 from __future__ import annotations
 
 from rich.text import Text
+from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable
 
@@ -77,8 +80,12 @@ class CandidateSelected(Message):
 
 
 class QueueTable(DataTable):
-    """Rows keyed by candidate id; a refresh redraws changed cells only and keeps the cursor's
-    row under the cursor."""
+    """Rows keyed by candidate id; a refresh redraws changed cells only."""
+
+    BINDINGS = [
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -86,6 +93,8 @@ class QueueTable(DataTable):
         self.total = 0
         self.sort_column = "score"
         self.sort_reverse = SORT_DIRECTIONS["score"]
+        self.follows_top = True  # until the user moves the cursor (a key or a click)
+        self._placing = False  # the table, not the user, is moving the cursor
         self._shown: dict[str, list[str]] = {}  # plain text of each row's cells, as drawn
         self._announced: str | None = None
 
@@ -104,11 +113,15 @@ class QueueTable(DataTable):
         selected = self.selected_id
         self.rows_by_id = {row["id"]: row for row in candidates}
         self.total = total
-        for gone in self._shown.keys() - self.rows_by_id.keys():
-            self.remove_row(gone)
-            del self._shown[gone]
-        for candidate_id in self.rows_by_id:
-            self._draw_row(candidate_id, pending)
+        self._placing = True
+        try:
+            for gone in self._shown.keys() - self.rows_by_id.keys():
+                self.remove_row(gone)
+                del self._shown[gone]
+            for candidate_id in self.rows_by_id:
+                self._draw_row(candidate_id, pending)
+        finally:
+            self._placing = False
         self._sort_keeping(selected)
 
     def refresh_flags(self, pending: PendingCommands) -> None:
@@ -128,6 +141,11 @@ class QueueTable(DataTable):
         event.stop()
         column = event.column_key.value
         self.sort_by(column, not self.sort_reverse if column == self.sort_column else None)
+
+    def watch_cursor_coordinate(self, old: Coordinate, new: Coordinate) -> None:
+        super().watch_cursor_coordinate(old, new)
+        if not self._placing and old != new:
+            self.follows_top = False
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()
@@ -156,8 +174,12 @@ class QueueTable(DataTable):
         )
         arrow = "↓" if self.sort_reverse else "↑"
         self.border_subtitle = f"{len(rows)} of {self.total} · by {column} {arrow} (s)"
-        if selected in rows:
-            self.move_cursor(row=self.get_row_index(selected))
-        elif rows:
-            self.move_cursor(row=0)
+        self._placing = True
+        try:
+            if selected in rows and not self.follows_top:
+                self.move_cursor(row=self.get_row_index(selected))
+            elif rows:
+                self.move_cursor(row=0)
+        finally:
+            self._placing = False
         self._announce()

@@ -1,4 +1,5 @@
-"""The line above the panes: session, engine state, best result, pending commands."""
+"""The lines above the panes: session, engine state, best result, pending commands. Each is one
+screen line (cut short with an ellipsis, never wrapped), so none pushes another out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from textual.widgets import Static
 from engine.session_files import shown_state
 from kbtui.formatting import speedup_with_interval
 from kbtui.pending import PendingCommands
+from kbtui.poller import EngineState
 
 STATE_STYLES = {
     "running": "$text-success",
@@ -18,13 +20,29 @@ STATE_STYLES = {
 }
 
 
+def engine_line(engine: EngineState | None) -> Content | None:
+    """What the engine is doing when it is not simply running, and what `r` does about it."""
+    if engine is None or engine.phase == "running":
+        return None
+    if engine.phase == "starting":
+        return Content.assemble(
+            ("engine starting", "bold $text-warning"), " · commands wait in the inbox until it runs"
+        )
+    if engine.failure:
+        return Content.assemble(("engine failed: ", "bold $text-error"), engine.failure)
+    return Content.assemble(
+        ("engine not running", "bold $text-error"), " · r resumes it; commands wait until then"
+    )
+
+
 def status_content(
-    snapshot: dict | None, running: bool | None, pending: PendingCommands
+    snapshot: dict | None, engine: EngineState | None, pending: PendingCommands
 ) -> Content:
     if snapshot is None:
         head = Content.assemble(("waiting for the engine's first snapshot", "$text-muted"))
     else:
-        state = shown_state(snapshot.get("state", "?"), engine_alive=running is not False)
+        alive = engine is None or engine.phase != "stopped"
+        state = shown_state(snapshot.get("state", "?"), engine_alive=alive)
         best = snapshot.get("best") or {}
         best_speedup = speedup_with_interval(best.get("speedup"), best.get("speedup_ci"))
         best_text = f"best {best['id']} {best_speedup}" if best.get("id") else "no passing yet"
@@ -43,13 +61,8 @@ def status_content(
         if snapshot.get("timings_meaningful") is False:
             head += Content.assemble((" · timings not meaningful", "$text-warning"))
     lines = [head]
-    if running is False:
-        lines.append(
-            Content.assemble(
-                ("engine not running", "bold $text-error"),
-                " · press r to resume the session (commands wait in the inbox until then)",
-            )
-        )
+    if (engine_text := engine_line(engine)) is not None:
+        lines.append(engine_text)
     if len(pending):
         sent = ", ".join(
             " ".join(filter(None, (c["command"], c.get("candidate"), c.get("amount"))))
@@ -60,5 +73,7 @@ def status_content(
 
 
 class SessionStatus(Static):
-    def show(self, snapshot: dict | None, running: bool | None, pending: PendingCommands) -> None:
-        self.update(status_content(snapshot, running, pending))
+    def show(
+        self, snapshot: dict | None, engine: EngineState | None, pending: PendingCommands
+    ) -> None:
+        self.update(status_content(snapshot, engine, pending))

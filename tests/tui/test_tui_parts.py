@@ -24,7 +24,7 @@ from kbtui.diffing import change_counts, side_by_side
 from kbtui.operations import export_candidate
 from kbtui.pending import PendingCommands
 from kbtui.plot import best_speedup_plot
-from kbtui.poller import SessionPoller
+from kbtui.poller import EngineState, SessionPoller
 from kbtui.widgets.status import status_content
 
 BEST, BEST_PARENT = "c0028", "c0023"  # the sim run's best candidate and its parent
@@ -64,18 +64,19 @@ def test_poller_reports_only_what_changed(session):
     logged = len(session.events.read_text().splitlines())
     assert first.snapshot["session"] == NAME
     assert [e["seq"] for e in first.events] == list(range(logged))
-    assert first.running is False  # the run finished
+    assert first.engine == EngineState("stopped")  # the run finished
     assert first.selection.target_ids == {"parent": BEST_PARENT, "best": BEST}
     assert "class Model" in first.selection.target_sources["reference"]
 
     quiet = poller.poll(BEST)
-    assert (quiet.snapshot, quiet.events, quiet.running, quiet.selection) == (None, [], None, None)
+    assert (quiet.snapshot, quiet.events, quiet.engine, quiet.selection) == (None, [], None, None)
 
     with session.events.open("a") as log:
         log.write(json.dumps({"seq": logged, "ts": 0.0, "kind": "paused", "message": ""}) + "\n")
         log.write('{"seq": 999, "ts"')  # torn line: the engine is mid-write
     snapshot = json.loads(session.snapshot.read_text())
     snapshot["step"] += 1
+    snapshot["engine_pid"] = os.getpid()  # published by the engine that holds the lock
     write_json_atomic(session.snapshot, snapshot)
     lock = EngineLock(session)  # the engine's own lock, taken by this process
     lock.acquire()
@@ -85,17 +86,17 @@ def test_poller_reports_only_what_changed(session):
         lock.release()
     assert later.snapshot["step"] == snapshot["step"]
     assert [e["seq"] for e in later.events] == [logged]
-    assert later.running is True
+    assert later.engine == EngineState("running")
     assert later.selection.candidate_id == "c0001"
     assert later.selection.target_sources["parent"] is None  # a first-generation candidate
-    assert poller.poll("c0001").running is False
+    assert poller.poll("c0001").engine == EngineState("stopped")
 
 
 def test_status_line_says_interrupted_when_no_engine_holds_a_running_session(session):
     """A killed engine's last snapshot says running; the status line must not."""
     write_json_atomic(session.snapshot, {**read_snapshot(session), "state": "running"})
     changes = SessionPoller(session).poll(None)
-    line = status_content(changes.snapshot, changes.running, PendingCommands()).plain
+    line = status_content(changes.snapshot, changes.engine, PendingCommands()).plain
     assert f"{NAME} matvec · sim · interrupted · step" in line
     assert "· running" not in line and "engine not running" in line
 

@@ -6,12 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.bench.measure import time_contenders
 from engine.problems import load_problem
 
 CANDIDATES = Path(__file__).parent / "candidates"
 
 
+@pytest.mark.slow
 def test_cpu_bench_with_ablation_through_the_cli(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "engine.cli", "bench", "softmax", "--backend", "cpu",
@@ -49,6 +52,7 @@ def test_a_failing_torch_compile_is_reported_and_the_others_are_timed(monkeypatc
     assert times.compile_seconds is None
 
 
+@pytest.mark.slow
 def test_a_timing_process_past_its_deadline_is_killed_and_reported():
     problem = load_problem("softmax")
     source = (CANDIDATES / "softmax_endless.py").read_text()

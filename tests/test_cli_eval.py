@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CANDIDATES = Path(__file__).parent / "candidates"
 ROOT = Path(__file__).parent.parent
 
@@ -36,6 +38,7 @@ def test_check_rejects_with_exit_1():
     assert plain.stdout.startswith("rejected (signature_mismatch)")
 
 
+@pytest.mark.slow
 def test_check_seeds_are_fresh_printed_and_repeatable():
     valid = str(CANDIDATES / "softmax_valid.py")
     seeds = {json.loads(kb("check", "softmax", valid, "--json").stdout)["seed"] for _ in range(2)}

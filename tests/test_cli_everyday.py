@@ -129,7 +129,10 @@ def test_ctrl_c_and_kill_leave_the_session_interrupted(tmp_path):
     paths = SessionPaths(tmp_path / "live")
     run = [*CLI, "run", "matvec", "--backend", "sim", "--budget", "100000evals",
            "--session", "live", "--headless", "--sessions-dir", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(run, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as in a terminal, even where pytest runs with SIGINT ignored (a script's background
+    # job), which its children would inherit
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    proc = subprocess.Popen(run, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     wait_for_step(paths, 3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -56,6 +56,9 @@ def test_judge_and_runners_die_with_the_engine(tmp_path, how):
     engine = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "check", "softmax", str(endless)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        # a hang-up as SSH sends it, even where pytest runs under nohup (SIGHUP ignored, which
+        # its children would inherit)
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 180
     family: set[int] = set()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from llm_server import (
     GARBAGE_REPLY,
     GOOD_REPLY,
@@ -37,6 +38,7 @@ def llm_env():
     return {**os.environ, "OPENAI_API_KEY": "sk-test-dummy", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
+@pytest.mark.slow
 def test_engine_with_llm_generator_on_cpu(tmp_path):
     script = [
         Status(429),

@@ -69,10 +69,15 @@ def progressed(proc, paths: SessionPaths, step: int, timeout=120) -> bool:
     return False
 
 
+MAX_KILLS = 5
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
     """kill -9 at random moments, each once the engine has stepped since the last kill (a resume
-    spends seconds importing torch: on a busy machine blind kills can starve the run)."""
+    spends seconds importing torch: on a busy machine blind kills can starve the run), at most
+    MAX_KILLS times (each costs a resume; more show nothing more)."""
     # matvec's search runs long on sim: 200 evaluations take a few seconds, time for kills.
     args = {"seed": seed, "budget": "200evals", "problem": "matvec"}
     kb(*run_args("straight", **args), sessions=tmp_path)
@@ -83,7 +88,9 @@ def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
         [*CLI, *run_args("killed", **args), "--sessions-dir", str(tmp_path)], **quiet
     )
     kills = 0
-    while progressed(proc, paths, (read_snapshot(paths) or {}).get("step", -1)):
+    while kills < MAX_KILLS and progressed(
+        proc, paths, (read_snapshot(paths) or {}).get("step", -1)
+    ):
         try:
             proc.wait(timeout=rng.uniform(0.0, 1.0))
             break
@@ -289,6 +296,7 @@ def test_ls_and_export(tmp_path):
     assert out.returncode == 2 and "no candidate 'c9999'" in out.stderr
 
 
+@pytest.mark.slow
 def test_killed_cpu_run_loses_at_most_the_evaluation_in_flight(tmp_path):
     """On a real backend timings differ between runs, so resume cannot be exact; what was
     committed before the kill survives it unchanged and the budget is spent exactly once."""

@@ -5,6 +5,10 @@ line offers to resume. The wide layout shows a real engine holding the session p
 
 from __future__ import annotations
 
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
 import pytest
 from pilot_helpers import select, settle
 
@@ -62,3 +66,11 @@ def test_profiler_not_profiled_yet(snap_compare, session):
 def test_wide_terminal_puts_the_queue_beside_the_panes(snap_compare, live_engine):
     app = KernelBrainApp(live_engine.paths)
     assert snap_compare(app, terminal_size=(160, 40), run_before=showing("3"))
+
+
+def test_snapshots_are_drawn_by_the_pinned_textual():
+    """pyproject.toml pins Textual exactly: another version draws other SVGs, and a snapshot
+    diff should mean the TUI changed, not the library."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pins = [d for d in project["project"]["dependencies"] if d.startswith("textual")]
+    assert pins == [f"textual=={version('textual')}"]

@@ -1,4 +1,4 @@
-"""What the TUI does outside the inbox protocol: export a candidate, start a resumed engine."""
+"""What the TUI does outside the inbox protocol: export a candidate."""
 
 from __future__ import annotations
 

@@ -1,6 +1,10 @@
 import pytest
 
+from engine.compose import create_session, resume_session
 from engine.search.budget import BudgetError, Ledger, parse_budget, parse_budget_increase
+from engine.session.settings import SessionSettings
+from engine.session.store import Store
+from engine.session_files import SessionPaths
 
 
 def test_parse_each_kind_and_several_at_once():
@@ -51,3 +55,26 @@ def test_an_empty_budget_is_refused_not_unlimited():
         parse_budget([""])
     with pytest.raises(BudgetError, match="empty"):
         parse_budget([" , "])
+
+
+def test_the_ledgers_gpu_seconds_and_evaluations_are_sums_over_the_stored_evaluations(tmp_path):
+    paths = SessionPaths(tmp_path / "s")
+    create_session(paths, SessionSettings("matvec", "sim", seed=1, limits={"evaluations": 30}))
+    engine = resume_session(paths)
+    engine.run()
+    engine.store.close()
+    store = Store(paths.database, read_only=True)
+    ledger = Ledger.from_dict(store.state()["ledger"])
+    evaluations = [e for c in store.candidates() for e in store.evaluations(c.id)]
+    store.close()
+    by_rung, by_activity = {}, {}
+    for e in evaluations:
+        key = str(e["rung"])
+        by_rung[key] = by_rung.get(key, 0.0) + sum(e["gpu_seconds"].values())
+        for activity, seconds in e["gpu_seconds"].items():
+            by_activity[activity] = by_activity.get(activity, 0.0) + seconds
+    assert ledger.evaluations == len(evaluations) == 30
+    assert ledger.gpu_seconds_by_rung == pytest.approx(by_rung)
+    assert {k: v for k, v in ledger.gpu_seconds_by_activity.items() if v} == pytest.approx(
+        {k: v for k, v in by_activity.items() if v}
+    )

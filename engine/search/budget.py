@@ -67,7 +67,9 @@ def parse_budget_increase(text: str) -> tuple[str, float]:
 
 @dataclass
 class Ledger:
-    """What the search has spent. Every figure is recomputable from stored evaluations."""
+    """What the search has spent, stored with every step's checkpoint. The GPU-seconds and the
+    evaluation count are sums over the stored evaluations; wall time and the LLM's tokens,
+    requests and cost are counted here only."""
 
     gpu_seconds_by_rung: dict[str, float] = field(default_factory=dict)
     gpu_seconds_by_activity: dict[str, float] = field(

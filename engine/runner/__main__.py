@@ -8,13 +8,15 @@ closes every descriptor of the template's before it reads a command.
 
 Commands arrive on the control socket (fd KB_CONTROL_FD, a Unix SEQPACKET socket), one JSON object
 per message:
-  {"op": "fork"} with three descriptors (the runner's stdin, stdout and stderr) -> {"pid": N}
+  {"op": "fork"} with the runner's stdin, stdout and stderr (and on cuda its share socket)
+      -> {"pid": N}
   {"op": "end", "pid": N} -> the runner's process group killed and reaped -> {"exit_code": C}
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -23,23 +25,26 @@ import sys
 import traceback
 
 MESSAGE_LIMIT = 1 << 16
+# Where a runner's descriptors are moved before they take their places 0..3.
+FIRST_HIGH_FD, SHARE_FD = 64, 3
 _PR_SET_DUMPABLE = 4
 
 
 def become_runner(fds: list[int], device: str, exchange: str) -> int:
-    """In the forked child: a session of its own, the given descriptors as 0, 1 and 2 and no
-    other, its seccomp filter, then the runner's loop."""
+    """In the forked child: a session of its own, the given descriptors as 0, 1, 2 (and 3, the
+    share socket on cuda) and no other, its seccomp filter, then the runner's loop."""
     from .seccomp import candidate_program, install
     from .serve import serve
 
     os.setsid()  # its process group is what `end` kills
-    for target, fd in enumerate(fds):
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, FIRST_HIGH_FD) for fd in fds]
+    for target, fd in enumerate(high):
         os.dup2(fd, target)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))
     program = candidate_program(os.getpid(), allow_processes=device == "cuda")
     if program is not None:
         install(program)
-    return serve(device, exchange)
+    return serve(device, exchange, SHARE_FD if len(fds) > SHARE_FD else None)
 
 
 def end(pid: int) -> int:
@@ -66,7 +71,7 @@ def main() -> int:
 
     reply({"ready": True})
     while True:
-        data, fds, _, _ = socket.recv_fds(control, MESSAGE_LIMIT, 3)
+        data, fds, _, _ = socket.recv_fds(control, MESSAGE_LIMIT, SHARE_FD + 1)
         if not data:
             return 0  # the judge is gone
         command = json.loads(data)

@@ -91,11 +91,18 @@ def encode_values(folder: str, prefix: str, values) -> list[dict]:
     return encoded
 
 
-def decode_values(folder: str, encoded: list, device: str, shared: bool = False) -> list:
-    """The arguments that `encode_values` described, tensors on `device`."""
+def decode_values(
+    folder: str, encoded: list, device: str, shared: bool = False, imported=None
+) -> list:
+    """The arguments that `encode_values` described, tensors on `device`; `imported` turns the
+    description of shared GPU memory into a tensor (engine.worker.device_exchange)."""
     values = []
     for item in encoded:
-        if "tensor" in item:
+        if "shared" in item:
+            if imported is None:
+                raise ExchangeError("shared memory where none was offered")
+            values.append(imported(item["shared"]))
+        elif "tensor" in item:
             if device == "cpu":
                 values.append(read_tensor(folder, item["tensor"], shared=shared))
             else:  # the file mapped, then copied once onto the device

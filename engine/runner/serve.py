@@ -21,11 +21,11 @@ def network_interfaces() -> list[str]:
         return sorted(line.split(":")[0].strip() for line in f.readlines()[2:])
 
 
-def serve(device: str, exchange: str) -> int:
+def serve(device: str, exchange: str, share_fd: int | None = None) -> int:
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    session = RunnerSession(device, exchange)
+    session = RunnerSession(device, exchange, share_fd)
     warm_up_runner(device)
     interfaces = network_interfaces()
     replies.write(json.dumps({"ready": True, "pid": os.getpid(), "interfaces": interfaces}) + "\n")

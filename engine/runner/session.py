@@ -5,13 +5,15 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import socket
 import sys
 import traceback
 
 import torch
 
 from .calls import build_model_new
-from .exchange import decode_values, encode_values, read_tensor, write_tensor
+from .cuda_share import Shared
+from .exchange import decode_values, dtype_name, encode_values, read_tensor, write_tensor
 from .guards import guarded_call
 from .timer import Bracket, noop
 
@@ -42,9 +44,12 @@ def describe_error(exc: BaseException, candidate_file: str) -> dict:
 
 
 class RunnerSession:
-    def __init__(self, device: str, exchange: str):
+    def __init__(self, device: str, exchange: str, share_fd: int | None = None):
         self.device = device
         self.exchange = exchange
+        # GPU memory the judge shares (cuda): descriptors arrive on this socket
+        self.share = socket.socket(fileno=share_fd) if share_fd is not None else None
+        self.imports: list = []
         self.bracket = Bracket(device)
         self.module = None
         self.model = None
@@ -96,30 +101,80 @@ class RunnerSession:
         self.model = build_model_new(self.module, init, message["seed"], self.device, state)
         return {"ok": True}
 
+    # --- GPU memory the judge shares
+    def _receive(self, message: dict):
+        """The descriptors the judge sent with `message`, and how to map one of them."""
+        self._release()
+        count = message.get("fds", 0)
+        fds = []
+        if count:
+            _, fds, _, _ = socket.recv_fds(self.share, 16, count)
+
+        def imported(described: dict) -> torch.Tensor:
+            shared = Shared.import_fd(fds[described["index"]], described["nbytes"])
+            self.imports.append(shared)
+            return shared.tensor(getattr(torch, described["dtype"]), described["shape"])
+
+        return imported
+
+    def _release(self) -> None:
+        for shared in self.imports:
+            shared.close()
+        self.imports = []
+
+    def op_share_probe(self, message: dict) -> dict:
+        """Before any candidate code: whether shared memory works here (the judge checks)."""
+        imported = self._receive(message)
+        source, target = imported(message["inputs"][0]["shared"]), imported(message["out"][0])
+        target.copy_(source)
+        torch.cuda.synchronize()
+        return {"ok": True}
+
     def op_call(self, message: dict) -> dict:
-        """One guarded forward call; outputs (and, on cuda, the inputs after it) to files."""
-        args = decode_values(self.exchange, message["inputs"], self.device, shared=True)
+        """One guarded forward call; outputs into the judge's buffers or files, and on cuda the
+        inputs after it (shared ones the judge reads itself)."""
+        imported = self._receive(message)
+        args = decode_values(self.exchange, message["inputs"], self.device, True, imported)
+        into = [imported(d) for d in message.get("out", [])]
         out, ops = guarded_call(self.model, args, message["poison"])
         if self.device == "cuda":
-            torch.cuda.synchronize()
+            torch.cuda.synchronize()  # work the call left on any stream is done
         tag = message["tag"]
-        reply = {"ops": ops, "outputs": self._write_outputs(out, tag)}
+        reply = {"ops": ops, "outputs": self._write_outputs(out, tag, into)}
         if self.device == "cuda":
-            reply["inputs_after"] = encode_values(self.exchange, f"{tag}_in", args)
+            sent = message["inputs"]
+            reply["inputs_after"] = [
+                {"in_buffer": True} if "shared" in item else encode_values(
+                    self.exchange, f"{tag}_in{i}_", [arg])[0]
+                for i, (item, arg) in enumerate(zip(sent, args, strict=True))
+            ]  # fmt: skip
+            torch.cuda.synchronize()
         return reply
 
-    def _write_outputs(self, out, tag: str) -> list[dict]:
+    def _write_outputs(self, out, tag: str, into: list | None = None) -> list[dict]:
+        """Each output into the judge's buffer when it has the buffer's dtype and shape, else
+        to a file (the judge then sees what is wrong with it)."""
         described = []
         for i, o in enumerate(_outputs(out)):
-            if isinstance(o, torch.Tensor):
-                described.append({"tensor": write_tensor(self.exchange, f"{tag}_out{i}", o)})
-            else:
+            target = into[i] if into and i < len(into) else None
+            if not isinstance(o, torch.Tensor):
                 described.append({"type": type(o).__name__})
+            elif target is not None and o.dtype == target.dtype and o.shape == target.shape:
+                target.copy_(o)
+                described.append({"tensor": {"in_buffer": True, "dtype": dtype_name(o.dtype),
+                                             "shape": list(o.shape)}})  # fmt: skip
+            else:
+                described.append({"tensor": write_tensor(self.exchange, f"{tag}_out{i}", o)})
+        if self.device == "cuda":
+            torch.cuda.synchronize()
         return described
 
     def op_time_begin(self, message: dict) -> dict:
         """Take the input sets onto the device and warm up, round robin."""
-        self.input_sets = [decode_values(self.exchange, s, self.device) for s in message["sets"]]
+        imported = self._receive(message)
+        self.input_sets = [
+            decode_values(self.exchange, s, self.device, imported=imported) for s in message["sets"]
+        ]
         with torch.no_grad():
             for r in range(message["warmup"]):
                 self.model(*self.input_sets[r % len(self.input_sets)])

@@ -31,7 +31,9 @@ from engine.gate.precision import infer_precision, join_precisions
 from engine.gate.torch_use import check_torch_use
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
+from engine.runner.cuda_share import CudaShareError
 from engine.runner.exchange import ExchangeError, decode_values, encode_values, read_tensor
+from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
 from engine.worker.failures import classify_death, classify_error, sanitize
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
@@ -65,15 +67,21 @@ class Evaluation:
         self.precisions: list[str] = []
         self.calls = 0
         self.calibration: tuple | None = None
+        share = runner.share if runner is not None else None
+        self.share = DeviceExchange(share) if share is not None else None
 
     # --- talking to the runner
     def enter(self, phase: str) -> None:
         self.phase = phase
         self.send_phase(phase)
 
+    def outgoing(self, message: dict) -> dict:
+        """`message` as sent: with the GPU memory it shares, where memory is shared."""
+        return self.share.send(message) if self.share else message
+
     def ask(self, message: dict, what: str) -> dict:
         """One runner command under the current phase's deadline; an error reply rejects."""
-        reply = self.runner.request(message, self.deadlines[self.phase], what)
+        reply = self.runner.request(self.outgoing(message), self.deadlines[self.phase], what)
         if "error" in reply:
             raise CandidateRejected(*classify_error(reply["error"], self.phase))
         return reply
@@ -87,13 +95,17 @@ class Evaluation:
         self.calls += 1
         return f"c{self.calls}"
 
-    def read_outputs(self, described: list, expected: list) -> list[torch.Tensor]:
-        """The outputs rebuilt from the runner's bytes as plain tensors of the reference's
-        dtype and shape, on the judge's device."""
+    def read_outputs(self, reply: dict, expected: list) -> list[torch.Tensor]:
+        """The outputs rebuilt from the runner's bytes (or copied from the buffers the judge
+        gave it) as plain tensors of the reference's dtype and shape, on the judge's device."""
+        described, buffers = reply.get("outputs", []), reply.get("out", [])
         check_structure(described, expected)
         try:
             return [
-                read_tensor(self.runner.exchange, d["tensor"]).to(self.device) for d in described
+                self.share.tensor(buffers[i])
+                if d["tensor"].get("in_buffer") and self.share and i < len(buffers)
+                else read_tensor(self.runner.exchange, d["tensor"]).to(self.device)
+                for i, d in enumerate(described)
             ]
         except (ExchangeError, OSError) as exc:
             raise CandidateRejected("protocol_violation", f"unreadable output: {exc}") from exc
@@ -118,21 +130,36 @@ class Evaluation:
         self.ask(message, "building ModelNew")
 
     def encode(self, inputs: list) -> list[dict]:
+        if self.share:
+            return self.share.encode(self.runner.exchange, f"{self.tag()}_arg", inputs)
         return encode_values(self.runner.exchange, f"{self.tag()}_arg", inputs)
 
-    def call(self, inputs: list, poison: str) -> dict:
+    def call(self, inputs: list, poison: str, expected: list) -> dict:
         encoded = self.encode(inputs)
         message = {"op": "call", "inputs": encoded, "poison": poison, "tag": self.tag()}
+        if self.share:
+            message["out"] = self.share.output_buffers(expected)
         reply = self.ask(message, "one run")
-        reply["sent"] = encoded
-        return reply
+        return {**reply, "sent": encoded, "out": message.get("out", [])}
 
     def inputs_after(self, reply: dict) -> list:
-        """The inputs as the call left them: on cpu the very memory the runner used (shared
-        files), on cuda the runner's copy back."""
-        described = reply["sent"] if self.device == "cpu" else reply.get("inputs_after", [])
+        """The inputs as the call left them: the very memory the runner used where it was
+        shared (files on cpu, GPU buffers on cuda), else the runner's copy back."""
+        if self.device == "cpu":
+            described = reply["sent"]
+        else:
+            after = reply.get("inputs_after", [])
+            described = [
+                {"tensor": sent} if "shared" in sent else back
+                for sent, back in zip(reply["sent"], after, strict=True)
+            ]
         try:
-            return decode_values(self.runner.exchange, described, "cpu")
+            return [
+                self.share.tensor(d["tensor"]["shared"])  # stays on the GPU
+                if "shared" in d.get("tensor", {})
+                else decode_values(self.runner.exchange, [d], "cpu")[0]
+                for d in described
+            ]
         except (ExchangeError, OSError, KeyError, TypeError) as exc:
             raise CandidateRejected("protocol_violation", f"unreadable inputs: {exc}") from exc
 
@@ -146,17 +173,10 @@ class Evaluation:
         """One guarded call of the candidate on `inputs`, judged against the reference."""
         self.next_run()
         reference = compute_reference(model, inputs)
-        reply = self.call(inputs, "nan")
-        check_torch_use(list(map(str, reply.get("ops", []))), self.replaced, self.allowed_ops)
-        outputs = self.read_outputs(reply.get("outputs", []), reference.expected)
-        check_inputs_unchanged(reference, self.inputs_after(reply))
-        for i, (o, r) in enumerate(zip(outputs, reference.ref64, strict=True)):
-            with_nan = nonfinite_count(o, r)
-            if with_nan:
-                again = self.call(reference.inputs, "finite")
-                o2 = self.read_outputs(again.get("outputs", []), reference.expected)[i]
-                raise unwritten_or_nan(i, o.numel(), with_nan, nonfinite_count(o2, r))
-            check_not_constant(i, o, r)
+        try:
+            outputs = self.checked_call(reference)
+        finally:
+            self.release_shared()
         print_ = fingerprint(outputs)
         if print_ in earlier:
             raise CandidateRejected(
@@ -171,6 +191,49 @@ class Evaluation:
         self.errors.append((error, tolerance))
         self.precisions.append(precision)
         return print_
+
+    def checked_call(self, reference) -> list[torch.Tensor]:
+        """The outputs of one call on the reference's inputs, after the checks of the call
+        itself: operators, inputs unchanged, every output element written, not constant."""
+        expected = reference.expected
+        reply = self.call(reference.inputs, "nan", expected)
+        check_torch_use(list(map(str, reply.get("ops", []))), self.replaced, self.allowed_ops)
+        outputs = self.read_outputs(reply, expected)
+        check_inputs_unchanged(reference, self.inputs_after(reply))
+        for i, (o, r) in enumerate(zip(outputs, reference.ref64, strict=True)):
+            with_nan = nonfinite_count(o, r)
+            if with_nan:
+                again = self.call(reference.inputs, "finite", expected)
+                o2 = self.read_outputs(again, expected)[i]
+                raise unwritten_or_nan(i, o.numel(), with_nan, nonfinite_count(o2, r))
+            check_not_constant(i, o, r)
+        return outputs
+
+    def release_shared(self) -> None:
+        if self.share:
+            self.share.close()
+
+    def probe_sharing(self) -> None:
+        """Whether GPU memory shared with this fresh runner arrives intact, asked before any
+        candidate code is in it; where it does not, tensors cross as files from now on."""
+        if not self.share:
+            return
+        probe = torch.arange(SHARE_MIN_BYTES // 4, dtype=torch.float32, device=self.device)
+        try:
+            message = {"op": "share_probe", "inputs": self.encode([probe]),
+                       "out": self.share.output_buffers([probe])}  # fmt: skip
+            reply = self.runner.request(
+                self.outgoing(message), self.deadlines["compile"], "sharing"
+            )
+            works = "error" not in reply and torch.equal(
+                self.share.tensor(message["out"][0]), probe
+            )
+        except CudaShareError:
+            works = False
+        self.release_shared()
+        if not works:
+            self.share = None
+            self.runner.template.share_works = False
 
     def check(self, problem, size: dict) -> None:
         seeds = self.request["check_seeds"]
@@ -192,7 +255,10 @@ class Evaluation:
             for k in range(max(1, timing["input_sets"]))
         ]
         self.next_run()
-        samples = time_size(self, model, input_sets, timing, self.calibration)
+        try:
+            samples = time_size(self, model, input_sets, timing, self.calibration)
+        finally:
+            self.release_shared()
         del input_sets
         recheck = make_inputs(problem, size["params"], timing["recheck_seed"], self.device)
         try:
@@ -214,7 +280,8 @@ class Evaluation:
             problem = import_module_from(Path(self.request["problem_path"]), "problem")
         except ProblemError as exc:
             raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
-        if self.request.get("timing"):  # before any candidate code is in the runner
+        self.probe_sharing()  # before any candidate code is in the runner
+        if self.request.get("timing"):
             self.calibration = calibrate(self.runner, self.deadlines["compile"])
         self.load()
         sizes = self.request["sizes"]
@@ -263,6 +330,7 @@ def evaluate(request: dict, send_phase, template: RunnerTemplate) -> dict:
         message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
         return job.verdict(passed=False, reason="protocol_violation", message=message)
     finally:
+        job.release_shared()
         runner.close(keep=os.path.join(runner.exchange, TRITON_CACHE_NAME), into=cache)
         if job.device == "cuda":  # the next runner needs the GPU memory this judge cached
             torch.cuda.empty_cache()

@@ -76,6 +76,7 @@ class JudgeClock:
         still running (it would share the GPU with the runner's and show as the runner's)."""
         if self.job.device == "cuda":
             torch.cuda.synchronize()
+        message = self.job.outgoing(message)  # shared memory travels before the clock starts
         reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
         if "error" in reply:
             raise CandidateRejected(*classify_error(reply["error"], "time"))
@@ -97,7 +98,7 @@ class JudgeClock:
         picked = [r.reshape(-1)[index.to(r.device)] for r in ref64]
         shapes = [e.reshape(-1)[index.to(e.device)] for e in expected]
         del ref64, expected
-        outputs = self.job.read_outputs(reply.get("outputs", []), shapes)
+        outputs = self.job.read_outputs(reply, shapes)
         error = max(normalized_error(o, r) for o, r in zip(outputs, picked, strict=True))
         allowed = SAMPLE_TOLERANCE_FACTOR * max(e[1] for e in self.job.errors or [(0, 1e-5)])
         if not error <= allowed:

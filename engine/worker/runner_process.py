@@ -8,6 +8,7 @@ import json
 import os
 import queue
 import shutil
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -42,8 +43,10 @@ class RunnerProcess:
     """One candidate's runner: talk to it with `request`, then `close` it (its process group is
     killed and reaped by the template)."""
 
-    def __init__(self, template: RunnerTemplate, pid: int, stdin: int, stdout: int, stderr: int):
+    def __init__(self, template: RunnerTemplate, pid: int, stdin: int, stdout: int, stderr: int,
+                 share: socket.socket | None = None):  # fmt: skip
         self.template = template
+        self.share = share  # the socket GPU memory crosses on (cuda)
         self.pid = pid
         self.device = template.device
         self.exchange = template.exchange
@@ -130,6 +133,8 @@ class RunnerProcess:
                 self.stdin.close()
             except OSError:
                 pass
+            if self.share is not None:
+                self.share.close()
         if keep and into and os.path.isdir(keep):
             shutil.rmtree(into, ignore_errors=True)
             shutil.copytree(keep, into, symlinks=True, ignore=_links)

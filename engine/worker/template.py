@@ -44,6 +44,7 @@ class RunnerTemplate:
         self.exchange = os.path.join(self.root, "xchg")
         self.warm_cache = os.path.join(self.root, "warm-cache")
         os.mkdir(self.exchange)
+        self.share_works = True  # until a runner finds that shared GPU memory does not
         self.proc: subprocess.Popen | None = None
         self._start()
         RunnerTemplate.LIVE.add(self)
@@ -105,12 +106,16 @@ class RunnerTemplate:
                 shutil.copytree(seed, cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
         ends = [os.pipe() for _ in range(3)]  # the runner's stdin, stdout, stderr
         theirs, ours = [ends[0][0], ends[1][1], ends[2][1]], [ends[0][1], ends[1][0], ends[2][0]]
+        share = None
+        if self.device == "cuda" and self.share_works:  # GPU memory crosses over a socket
+            share, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            theirs.append(runner_end.detach())
         try:
             reply = self._command({"op": "fork"}, theirs)
         finally:
             for fd in theirs:
                 os.close(fd)
-        runner = RunnerProcess(self, int(reply["pid"]), *ours)
+        runner = RunnerProcess(self, int(reply["pid"]), *ours, share=share)
         if self.device == "cuda" and not os.path.isdir(self.warm_cache):
             runner.wait_ready(START_DEADLINE_S)  # no candidate code in it yet
             shutil.copytree(cache, self.warm_cache, symlinks=True)

@@ -76,7 +76,7 @@ PATCHES_THE_INTERPRETER = candidate(
 PATCHES_THE_RUNNER_CHECK = candidate("""
     import sys
     session = sys.modules["kbrunner.session"]
-    session.RunnerSession._write_outputs = lambda self, out, tag: [
+    session.RunnerSession._write_outputs = lambda self, out, tag, into=None: [
         {"tensor": {"file": "../../etc/passwd", "dtype": "float32", "shape": list(x.shape)}}
     ]
     return torch.zeros_like(x)

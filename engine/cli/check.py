@@ -77,6 +77,9 @@ def run(args) -> int:
             raise UsageError("--backend cuda needs a GPU that PyTorch can see; use --backend cpu")
     refuse_without_sandbox(args.trust_candidates)
     seed = secrets.randbelow(SEED_BOUND) if args.seed is None else args.seed
+    note = problem.interpreter_note(args.backend)
+    if note and not args.json:
+        print(note)
     result = gate(problem, path.read_text(), args.backend, seed)
     sizes = ", ".join(s.label for s in check_sizes(problem, args.backend))
     if args.json:

@@ -185,6 +185,9 @@ def run_headless(paths: SessionPaths) -> int:
     engine = None
     try:
         engine = start_engine(paths)
+        note = engine.problem.interpreter_note(engine.backend.name)
+        if note:
+            print(note, file=sys.stderr)
         state = engine.run(on_step=search_progress())
     except KeyboardInterrupt:
         print(

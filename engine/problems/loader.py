@@ -13,6 +13,7 @@ from types import ModuleType
 import torch
 
 from engine.problems.problem import PRECISION_POLICIES, TIERS, Problem, Size
+from engine.problems.sizing import derive_tiny
 from engine.problems.trace import trace_on_meta
 from engine.runner.calls import call_with_size
 
@@ -59,10 +60,15 @@ def import_module_from(path: Path, what: str) -> ModuleType:
     return module
 
 
-def read_sizes(module: ModuleType, path: Path) -> tuple[Size, ...]:
+def read_sizes(module: ModuleType, path: Path) -> tuple[tuple[Size, ...], str]:
+    """The sizes SIZES declares; for a file without it, its own size as the full one and a
+    derived tiny one for the interpreter, with what the derivation changed."""
     declared = getattr(module, "SIZES", None)
     if declared is None:
-        return (Size("default", "full", {}),)
+        tiny = derive_tiny(module)
+        if tiny is None:
+            return (Size("default", "full", {}),), ""
+        return (tiny[0], Size("default", "full", {})), tiny[1]
     if not isinstance(declared, dict) or not set(declared) <= set(TIERS):
         raise ProblemError(f"{path}: SIZES must be a dict with keys among {TIERS}")
     sizes = []
@@ -72,7 +78,7 @@ def read_sizes(module: ModuleType, path: Path) -> tuple[Size, ...]:
             sizes.append(Size(label, tier, dict(params)))
     if not sizes:
         raise ProblemError(f"{path}: SIZES declares no size")
-    return tuple(sizes)
+    return tuple(sizes), ""
 
 
 def check_symbols(module: ModuleType, path: Path) -> None:
@@ -119,7 +125,7 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
     path = resolve_path(spec)
     module = import_module_from(path, "problem")
     check_symbols(module, path)
-    sizes = read_sizes(module, path)
+    sizes, derived = read_sizes(module, path)
     output_specs, calls = {}, {}
     for size in sizes:
         calls[size.label], output_specs[size.label] = inspect_size(module, path, size)
@@ -136,4 +142,5 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
         output_specs=output_specs,
         calls=calls,
         precision_policy=precision_policy,
+        derived_tiny=derived,
     )

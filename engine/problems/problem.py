@@ -41,6 +41,18 @@ class Problem:
     # torch operators the user allowed ModelNew.forward to compute with (hybrid kernels, e.g. a
     # cuBLAS GEMM with a Triton epilogue), by name; stored with the session.
     allowed_torch_ops: tuple[str, ...] = ()
+    # For a file without SIZES: what its derived tiny size changed ("batch_size 16 -> 2"), said
+    # to the user of the cpu backend; empty otherwise.
+    derived_tiny: str = ""
+
+    def interpreter_note(self, backend: str) -> str:
+        """What a cpu user must know about the sizes of a file without SIZES; else empty."""
+        if backend != "cpu" or not self.derived_tiny:
+            return ""
+        return (
+            f"{self.name} declares no SIZES: the interpreter runs a tiny size derived from its "
+            f"constants ({self.derived_tiny}); timings on cpu mean nothing"
+        )
 
     def tier(self, tier: str) -> list[Size]:
         return [s for s in self.sizes if s.tier == tier]

@@ -3,17 +3,36 @@ building a candidate's ModelNew the way Model is built."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
 
+# A size's parameter holding values for the problem module's own constants (a KernelBench file
+# without SIZES reads its sizes from module globals such as `batch_size`; engine.problems.sizing).
+MODULE_GLOBALS = "module_globals"
+
+
+@contextlib.contextmanager
+def module_globals(fn, values: dict):
+    """`fn`'s module globals set to `values` for the duration, then restored."""
+    namespace = fn.__globals__
+    saved = {name: namespace[name] for name in values}
+    namespace.update(values)
+    try:
+        yield
+    finally:
+        namespace.update(saved)
+
 
 def call_with_size(fn, params: dict):
     """Call get_inputs/get_init_inputs with the size parameters that it accepts."""
-    sig = inspect.signature(fn)
-    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-        return fn(**params)
-    return fn(**{k: v for k, v in params.items() if k in sig.parameters})
+    params = dict(params)
+    with module_globals(fn, params.pop(MODULE_GLOBALS, {})):
+        sig = inspect.signature(fn)
+        if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            return fn(**params)
+        return fn(**{k: v for k, v in params.items() if k in sig.parameters})
 
 
 def build_model_new(module, init: list, seed: int, device: str, state: dict):

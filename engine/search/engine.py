@@ -440,6 +440,8 @@ class Engine:
             self.search.state = "running"  # it finishes again at once if nothing is left
         kind = "resumed" if self.search.step or self.population else "started"
         note = " (took over the lock of a killed engine)" if self.lock.was_stale else ""
+        sizes = self.problem.interpreter_note(self.backend.name)
+        note += f"; {sizes}" if sizes else ""
         self.event(write, kind, f"engine {kind} on {self.backend.name}{note}")
         self.commit(write)
         self.after_commit()

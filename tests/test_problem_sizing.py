@@ -1,0 +1,75 @@
+"""A KernelBench file without SIZES on the cpu backend: a tiny size derived from its constants,
+said to the user, so that the interpreter finishes in seconds instead of never."""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from engine.problems import load_problem
+from engine.problems.loader import import_module_from
+from engine.problems.sizing import MAX_ELEMENTS, MIN_ELEMENTS, input_elements
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELBENCH = ROOT / "tests" / "problems_kernelbench"
+
+
+def test_a_file_without_sizes_gets_a_tiny_size_that_runs_and_keeps_its_own_as_full():
+    problem = load_problem(str(KERNELBENCH / "softmax_no_sizes.py"))
+    tiny, full = problem.tier("tiny"), problem.full
+    assert [s.label for s in full] == ["default"] and problem.output_specs["default"] == [
+        ([4096, 393216], "float32")
+    ]
+    assert len(tiny) == 1
+    module = import_module_from(problem.path, "problem")
+    assert MIN_ELEMENTS <= input_elements(module, tiny[0].params) <= MAX_ELEMENTS
+    assert "batch_size 4096 -> " in problem.derived_tiny
+    assert "dim 393216 -> " in problem.derived_tiny
+    assert module.batch_size == 4096  # the module's own constants are left as they were
+
+
+def test_small_constants_stay_and_a_grouped_convolution_still_runs():
+    problem = load_problem(str(KERNELBENCH / "groupconv_no_sizes.py"))
+    scaled = problem.tier("tiny")[0].params["module_globals"]
+    assert "kernel_size" not in scaled and "groups" not in scaled
+    assert scaled["in_channels"] % 3 == 0 and scaled["out_channels"] % 3 == 0
+    ((shape, _),) = problem.output_specs["tiny"]
+    assert shape[1] == scaled["out_channels"]
+
+
+def test_a_file_whose_scaled_version_cannot_run_keeps_only_its_own_size(tmp_path):
+    path = tmp_path / "rigid.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        batch_size = 64
+        features = 4096
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.view(64, 4096).relu()  # the sizes are written into forward as well
+
+        def get_inputs():
+            return [torch.randn(batch_size, features)]
+
+        def get_init_inputs():
+            return []
+    """)
+    )
+    problem = load_problem(str(path))
+    assert [s.label for s in problem.sizes] == ["default"] and problem.derived_tiny == ""
+    assert problem.interpreter_note("cpu") == ""
+
+
+def test_check_on_cpu_says_so_and_passes_a_valid_kernel_at_the_derived_size():
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "check", str(KERNELBENCH / "softmax_no_sizes.py"),
+         str(ROOT / "tests" / "candidates" / "softmax_online.py"), "--backend", "cpu",
+         "--trust-candidates"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "declares no SIZES" in done.stdout and "batch_size 4096 -> " in done.stdout
+    assert "passed" in done.stdout and "at tiny" in done.stdout

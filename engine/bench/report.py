@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine.bench.kernelbench import metrics_lines
+
 BACKEND_NOTES = {
     "cuda": "Measured on the GPU: CUDA events, the L2 flushed before every repetition, eager, "
     "torch.compile and the best kernel interleaved in one process per problem.",
@@ -120,6 +122,8 @@ def markdown(results: dict) -> str:
             "",
             *ablation_table(results["ablation"], results["rows"]),
         ]
+    if results.get("kernelbench"):
+        lines += ["", "## KernelBench metrics", "", *metrics_lines(results["kernelbench"])]
     problems = notes(results["rows"])
     if problems:
         lines += ["", "## Notes", "", *problems]

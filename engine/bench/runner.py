@@ -11,12 +11,14 @@ from pathlib import Path
 
 from engine.bench import BenchError
 from engine.bench.floors import size_work
+from engine.bench.kernelbench import kernelbench_metrics
 from engine.bench.measure import measure_ceilings, time_contenders
 from engine.bench.report import write_results
 from engine.bench.rows import ablation_entry, problem_rows, timing_sources
 from engine.bench.searches import SearchOutcome, flat_ladder, run_search
 from engine.compose import create_session
-from engine.problems import load_problem
+from engine.generate.base import GeneratorError
+from engine.problems import ProblemError, load_problem
 from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths
 
@@ -31,6 +33,9 @@ class BenchPlan:
     out: Path
     command: str  # how it was invoked, for the report
     precision_policy: str = "strict"  # of every search and of eager's timing
+    # Problems from KernelBench folders: one that fails to load or to start is reported, not
+    # fatal, and KernelBench's metrics are written over them.
+    kernelbench: tuple[str, ...] = ()
 
     def tag(self, problem: str) -> str:
         """A problem's name in session folders and search keys: tf32 benches apart from strict."""
@@ -61,8 +66,9 @@ def _summary(search: SearchOutcome) -> dict:
     }
 
 
-def load_problems(plan: BenchPlan) -> dict:
-    """Every problem loaded and its session folders free, before anything runs."""
+def load_problems(plan: BenchPlan, skipped: dict[str, str]) -> dict:
+    """Every problem loaded and its session folders free, before anything runs; a KernelBench
+    file that does not load goes to `skipped` with why."""
     missing = sorted(set(plan.ablation) - set(plan.problems))
     if missing:
         raise BenchError(
@@ -71,7 +77,13 @@ def load_problems(plan: BenchPlan) -> dict:
         )
     problems, names = {}, set()
     for spec in plan.problems:
-        problems[spec] = load_problem(spec, plan.precision_policy)
+        try:
+            problems[spec] = load_problem(spec, plan.precision_policy)
+        except ProblemError as exc:
+            if spec not in plan.kernelbench:
+                raise
+            skipped[spec] = str(exc)
+            continue
         if problems[spec].name in names:
             raise BenchError(f"two problems named {problems[spec].name}: bench each once")
         names.add(problems[spec].name)
@@ -84,14 +96,23 @@ def load_problems(plan: BenchPlan) -> dict:
     return problems
 
 
-def create_ladder_sessions(plan: BenchPlan, problems: dict) -> None:
-    """Write every ladder session (the generator's checks run here); all or none."""
+def create_ladder_sessions(plan: BenchPlan, problems: dict, skipped: dict[str, str]) -> None:
+    """Write every ladder session (the generator's checks run here); all or none, but for a
+    KernelBench file that no generator can start on, which goes to `skipped`."""
     created = []
     try:
-        for spec, problem in problems.items():
+        for spec, problem in list(problems.items()):
             paths = plan.session(problem.name, "ladder")
+            try:
+                create_session(paths, plan.settings(spec))
+            except GeneratorError as exc:
+                if spec not in plan.kernelbench:
+                    raise
+                shutil.rmtree(paths.root, ignore_errors=True)
+                skipped[spec] = str(exc)
+                del problems[spec]
+                continue
             created.append(paths.root)
-            create_session(paths, plan.settings(spec))
     except Exception:
         for root in created:
             shutil.rmtree(root, ignore_errors=True)
@@ -124,9 +145,12 @@ def earlier_results(plan: BenchPlan, names: set[str]) -> dict:
 def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
     """Run the whole bench; the results are rewritten after each problem, so a bench cut short
     keeps what it finished."""
-    problems = load_problems(plan)
+    skipped: dict[str, str] = {}
+    problems = load_problems(plan, skipped)
     device = measure_ceilings(plan.backend)
-    create_ladder_sessions(plan, problems)
+    create_ladder_sessions(plan, problems, skipped)
+    for spec, why in skipped.items():
+        log(f"{spec}: skipped: {why}")
     results = {
         "backend": plan.backend,
         "timings_meaningful": plan.backend != "cpu",
@@ -167,5 +191,16 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         results["rows"] += [{**row, "run": run} for row in rows]
         if flat is not None:
             results["ablation"].append(ablation_entry(problem, ladder, flat, sources, times))
-        write_results(results, plan.out)
+        write_results(with_metrics(plan, results, problems, skipped), plan.out)
+    write_results(with_metrics(plan, results, problems, skipped), plan.out)
+    return results
+
+
+def with_metrics(plan: BenchPlan, results: dict, problems: dict, skipped: dict) -> dict:
+    """`results` with KernelBench's metrics over this bench's set, when it benches one."""
+    if plan.kernelbench:
+        names = [p.name for p in problems.values()]
+        searches = {n: results["searches"].get(f"{plan.tag(n)}/ladder", {}) for n in names}
+        rows = [r for r in results["rows"] if r["precision_policy"] == plan.precision_policy]
+        results["kernelbench"] = kernelbench_metrics(names, skipped, rows, searches)
     return results

@@ -26,7 +26,17 @@ def register(sub) -> None:
         "problems",
         nargs="*",
         metavar="PROBLEM",
-        help="built-in names or KernelBench files (default: every built-in)",
+        help="built-in names, KernelBench files, or KernelBench folders (their .py files and "
+        "those of their levelN folders; with KernelBench's metrics over the set, and files "
+        "that cannot be benched reported, not fatal) (default: every built-in)",
+    )
+    p.add_argument(
+        "--level",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="only the levelN folders of the KernelBench folders given (repeatable)",
     )
     p.add_argument(
         "--budget-per-problem",
@@ -53,6 +63,8 @@ def command_line(args) -> str:
     words = ["kernelbrain", "bench", *args.problems, "--budget-per-problem",
              args.budget_per_problem, "--backend", args.backend, "--seed", str(args.seed),
              "--precision", args.precision, "--out", args.out]  # fmt: skip
+    for level in args.level:
+        words += ["--level", str(level)]
     if args.ablation:
         words += ["--ablation", *args.ablation]
     return shlex.join(words)
@@ -61,6 +73,7 @@ def command_line(args) -> str:
 def run(args) -> int:
     from engine.backends import resolve_backend
     from engine.bench import BenchError
+    from engine.bench.kernelbench import expand_folder
     from engine.bench.runner import BenchPlan, run_bench
     from engine.generate.base import GeneratorError
     from engine.problems import ProblemError, builtin_names
@@ -72,8 +85,18 @@ def run(args) -> int:
         backend = resolve_backend(args.backend)
     except (BudgetError, RuntimeError) as exc:
         raise UsageError(str(exc)) from exc
+    problems, kernelbench = [], []
+    for spec in args.problems or builtin_names():
+        if not Path(spec).is_dir():
+            problems.append(spec)
+            continue
+        found = expand_folder(Path(spec), tuple(args.level))
+        if not found:
+            raise UsageError(f"{spec}: no .py problem files there (or in its levelN folders)")
+        problems += found
+        kernelbench += found
     plan = BenchPlan(
-        problems=tuple(dict.fromkeys(args.problems or builtin_names())),
+        problems=tuple(dict.fromkeys(problems)),
         ablation=tuple(dict.fromkeys(args.ablation)),
         backend=backend,
         limits=limits,
@@ -81,6 +104,7 @@ def run(args) -> int:
         out=Path(args.out),
         command=command_line(args),
         precision_policy=args.precision,
+        kernelbench=tuple(kernelbench),
     )
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),

@@ -1,0 +1,93 @@
+"""`kernelbrain bench` over a KernelBench folder, through the real CLI on the sim backend: the
+level filter, files that cannot be benched reported (not fatal), and KernelBench's metrics."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.bench.kernelbench import kernelbench_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ROOT / "tests" / "problems_kernelbench"
+UNRECOGNISED = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x).real
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.fixture(scope="module")
+def kernelbench_run(tmp_path_factory):
+    """A KernelBench-like folder: level1 with two problems, a file that does not load and one no
+    generator recognises; level2 with a problem the --level filter leaves out."""
+    root = tmp_path_factory.mktemp("KernelBench")
+    (root / "level1").mkdir()
+    (root / "level2").mkdir()
+    shutil.copy(OURS / "softmax_no_sizes.py", root / "level1" / "1_Softmax.py")
+    shutil.copy(OURS / "groupconv_no_sizes.py", root / "level1" / "2_GroupConv.py")
+    (root / "level1" / "3_Broken.py").write_text("class Model(:\n")
+    (root / "level1" / "4_FFT.py").write_text(UNRECOGNISED)
+    shutil.copy(OURS / "softmax_no_sizes.py", root / "level2" / "9_Softmax_again.py")
+    out = root / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", str(root), "--level", "1",
+         "--backend", "sim", "--budget-per-problem", "8evals", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    return done, out
+
+
+def test_a_folder_benches_its_level_and_reports_what_it_could_not_bench(kernelbench_run):
+    done, out = kernelbench_run
+    assert done.returncode == 0, done.stderr
+    results = json.loads((out / "sim.json").read_text())
+    assert {r["problem"] for r in results["rows"]} == {"1_Softmax", "2_GroupConv"}
+    skipped = results["kernelbench"]["skipped"]
+    assert {Path(f).name for f in skipped} == {"3_Broken.py", "4_FFT.py"}
+    assert "3_Broken.py: skipped" in done.stderr and "4_FFT.py: skipped" in done.stderr
+
+
+def test_kernelbench_metrics_count_skipped_files_as_not_correct(kernelbench_run):
+    _, out = kernelbench_run
+    metrics = json.loads((out / "sim.json").read_text())["kernelbench"]
+    assert metrics["problems"] == 4
+    correct = sum(p["correct"] for p in metrics["per_problem"].values())
+    assert metrics["correct"] == correct / 4 and correct >= 1
+    for baseline in ("eager", "compile"):
+        assert metrics[f"fast_1_{baseline}"] >= metrics[f"fast_1.5_{baseline}"]
+        assert metrics[f"fast_1.5_{baseline}"] >= metrics[f"fast_2_{baseline}"]
+    markdown = (out / "sim.md").read_text()
+    assert "## KernelBench metrics" in markdown and "4 problems" in markdown
+    assert "3_Broken.py" in markdown
+
+
+def test_metrics_follow_kernelbench_definitions():
+    rows = [
+        {"problem": "a", "best_candidate": "c1", "speedup_eager": 2.5, "speedup_compile": 1.2},
+        {"problem": "a", "best_candidate": "c1", "speedup_eager": 1.6, "speedup_compile": 0.8},
+        {"problem": "b", "best_candidate": "c4", "speedup_eager": 0.9, "speedup_compile": 0.5},
+        {"problem": "c", "best_candidate": None, "speedup_eager": None, "speedup_compile": None},
+    ]
+    searches = {"a": {"best_candidate": "c1", "gpu_seconds_total": 10.0},
+                "b": {"best_candidate": "c4", "gpu_seconds_total": 20.0},
+                "c": {"best_candidate": None, "gpu_seconds_total": 30.0}}  # fmt: skip
+    m = kernelbench_metrics(["a", "b", "c"], {"d.py": "broken"}, rows, searches)
+    assert m["problems"] == 4 and m["correct"] == 0.5
+    assert m["per_problem"]["a"]["speedup_eager"] == pytest.approx(2.0)  # sqrt(2.5 * 1.6)
+    assert (m["fast_1_eager"], m["fast_1.5_eager"], m["fast_2_eager"]) == (0.25, 0.25, 0.0)
+    assert m["fast_1_compile"] == 0.0  # a's compile geomean is sqrt(0.96) < 1
+    assert m["geomean_speedup_eager"] == pytest.approx((2.0 * 0.9) ** 0.5)
+    assert m["gpu_seconds_per_problem"] == pytest.approx(20.0)

@@ -11,6 +11,7 @@ from pathlib import Path
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -26,7 +27,7 @@ from kbtui.actions import PANES, USER_ACTIONS, key_bindings
 from kbtui.messages import SessionChanged
 from kbtui.operations import export_candidate
 from kbtui.pending import Acknowledgement, PendingCommands
-from kbtui.poller import DIFF_TARGETS, EngineState, Selection, SessionPoller
+from kbtui.poller import DIFF_TARGETS, EngineState, Selection, SessionPoller, next_diff_target
 from kbtui.screens.help import HelpScreen
 from kbtui.widgets.budget import BudgetPane
 from kbtui.widgets.diff import DiffPane
@@ -129,17 +130,22 @@ class KernelBrainApp(App[None]):
     def on_session_changed(self, message: SessionChanged) -> None:
         changes = message.changes
         try:
-            if changes.snapshot is not None:
-                self._show_snapshot(changes.snapshot)
-            if changes.events:
-                self.query_one(EventLog).append(changes.events)
-                self._settle(self.pending.acknowledge(events=changes.events))
-            if changes.engine is not None:
-                self._show_engine(changes.engine)
-            if changes.selection is not None:
-                self._show_selection(changes.selection)
+            self._show_changes(changes)
+        except NoMatches:
+            pass  # the app is closing: the screen that held the panes is gone
         finally:
             self._drawn.set()
+
+    def _show_changes(self, changes) -> None:
+        if changes.snapshot is not None:
+            self._show_snapshot(changes.snapshot)
+        if changes.events:
+            self.query_one(EventLog).append(changes.events)
+            self._settle(self.pending.acknowledge(events=changes.events))
+        if changes.engine is not None:
+            self._show_engine(changes.engine)
+        if changes.selection is not None:
+            self._show_selection(changes.selection)
 
     def _show_snapshot(self, snapshot: dict) -> None:
         state_changed = (self.snapshot or {}).get("state") != snapshot.get("state")
@@ -213,7 +219,7 @@ class KernelBrainApp(App[None]):
         each press while it shows switches the target."""
         panes = self.query_one(TabbedContent)
         if panes.active == "diff":
-            self.diff_target = DIFF_TARGETS[(DIFF_TARGETS.index(self.diff_target) + 1) % 3]
+            self.diff_target = next_diff_target(self.diff_target)
             if self.selection is not None:
                 self.query_one(DiffPane).show(self.selection, self.diff_target)
         panes.active = "diff"

@@ -24,6 +24,11 @@ from engine.session_files import (
 DIFF_TARGETS = ("parent", "best", "reference")
 
 
+def next_diff_target(target: str) -> str:
+    """What `d` diffs against after `target`."""
+    return DIFF_TARGETS[(DIFF_TARGETS.index(target) + 1) % len(DIFF_TARGETS)]
+
+
 def file_signature(path: Path) -> tuple[int, int] | None:
     """(mtime in ns, size): changes whenever the engine renames a new version into place."""
     try:
@@ -33,10 +38,12 @@ def file_signature(path: Path) -> tuple[int, int] | None:
     return stat.st_mtime_ns, stat.st_size
 
 
-def last_line(path: Path) -> str | None:
-    """The last line with text in a log file (an error's one-line reason)."""
+def last_line(path: Path, offset: int = 0) -> str | None:
+    """The last line with text in a log file after byte `offset` (an error's one-line reason)."""
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        with path.open("rb") as log:
+            log.seek(offset)
+            lines = log.read().decode(errors="replace").splitlines()
     except FileNotFoundError:
         return None
     return next((line.strip() for line in reversed(lines) if line.strip()), None)
@@ -90,6 +97,8 @@ class SessionPoller:
         self._engine: EngineState | None = None
         self._engine_pid: int | None = None  # of the engine that published the last snapshot
         self._started: subprocess.Popen | None = None  # an engine this client started
+        self._earlier: list[subprocess.Popen] = []  # ones started before it, still to be reaped
+        self._log_offset = 0  # engine.log's size when the engine was started: its own lines follow
         self._started_lock = threading.Lock()  # the app's thread hands it to the watcher's
         self._failure: str | None = None
         self._events = EventTail(paths)
@@ -103,7 +112,11 @@ class SessionPoller:
         """Follow an engine this client started: "starting" until it publishes, and its error
         if it exits with one (waiting for it, so it never lingers as a zombie)."""
         with self._started_lock:
+            if self._started is not None:
+                self._earlier.append(self._started)  # still to be waited for
             self._started, self._failure = process, None
+            self._log_offset = self.paths.log.stat().st_size if self.paths.log.exists() else 0
+            self._engine = None  # whatever comes next is news, even the state before it
 
     def poll(self, selected_id: str | None) -> SessionChanges:
         changes = SessionChanges()
@@ -129,10 +142,13 @@ class SessionPoller:
 
     def _engine_state(self) -> EngineState:
         with self._started_lock:
+            self._earlier = [p for p in self._earlier if p.poll() is None]  # no zombies
             started = self._started
             if started is not None and started.poll() is not None:  # waited for: no zombie
-                if started.returncode != 0:
-                    self._failure = last_line(self.paths.log) or f"exit {started.returncode}"
+                code = started.returncode
+                if code != 0:  # its own words from this run, or how it ended
+                    ended = f"killed by signal {-code}" if code < 0 else f"exit {code}"
+                    self._failure = last_line(self.paths.log, self._log_offset) or ended
                 self._started = started = None
             if engine_running(self.paths):
                 self._failure = None

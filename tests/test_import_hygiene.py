@@ -55,7 +55,8 @@ def floor_of(module: str) -> int:
 
 
 def imports(module: str) -> list[tuple[int, str | None, int]]:
-    """(line, absolute target or None for a third-party one, relative level) of every import."""
+    """(line, absolute target (a module name, third-party ones included), relative level) of
+    every import."""
     path = MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []

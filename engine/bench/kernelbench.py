@@ -4,7 +4,7 @@
 A file of the set that cannot be loaded, or that no generator can start a search on, is reported
 with why and counts as a problem without a correct kernel; it never stops the bench.
 
-Metrics (KernelBench's, over every file of the set, skipped ones included):
+Metrics (KernelBench's, over every file of one command's set, skipped ones included):
 - correct: the share of problems whose search found a gate-passing kernel;
 - fast_p against eager and against torch.compile: the share of problems with a correct kernel
   whose speedup (the geometric mean over the problem's timed sizes) is above p, for p = 1, 1.5, 2;

@@ -197,9 +197,10 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
 
 
 def with_metrics(plan: BenchPlan, results: dict, problems: dict, skipped: dict) -> dict:
-    """`results` with KernelBench's metrics over this bench's set, when it benches one."""
+    """`results` with KernelBench's metrics over this command's KernelBench set (built-ins
+    benched beside it and earlier commands into the same folder are not part of it)."""
     if plan.kernelbench:
-        names = [p.name for p in problems.values()]
+        names = [p.name for spec, p in problems.items() if spec in plan.kernelbench]
         searches = {n: results["searches"].get(f"{plan.tag(n)}/ladder", {}) for n in names}
         rows = [r for r in results["rows"] if r["precision_policy"] == plan.precision_policy]
         results["kernelbench"] = kernelbench_metrics(names, skipped, rows, searches)

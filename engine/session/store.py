@@ -14,7 +14,7 @@ import duckdb
 
 from engine.records import Candidate
 from engine.session.settings import SessionSettings
-from engine.session_files import damaged_session_hint
+from engine.session_files import SessionPaths, damaged_session_hint
 
 SCHEMA_VERSION = 1
 SCHEMA = (Path(__file__).with_name("schema.sql")).read_text()
@@ -74,13 +74,18 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
                 f"{path} is in use by another process ({text.splitlines()[0]}); "
                 "stop that engine (kernelbrain stop) or wait for it to finish"
             ) from exc
-        hint = damaged_session_hint(path.parent.name)
-        raise StoreError(f"cannot open {path}: {text}; {hint}") from exc
+        raise StoreError(f"cannot open {path}: {text}{_published_hint(path)}") from exc
     except duckdb.Error as exc:
         raise StoreError(
-            f"{path} is not a readable KernelBrain session ({exc}); it may be corrupt; "
-            f"{damaged_session_hint(path.parent.name)}"
+            f"{path} is not a readable KernelBrain session ({exc}); it may be corrupt"
+            f"{_published_hint(path)}"
         ) from exc
+
+
+def _published_hint(database: Path) -> str:
+    """Where the session has published a snapshot, what is left to do with it."""
+    paths = SessionPaths(database.parent)
+    return f"; {damaged_session_hint(paths.name)}" if paths.snapshot.is_file() else ""
 
 
 class Store:

@@ -12,7 +12,7 @@ from textual.highlight import highlight
 from textual.widgets import Static
 
 from kbtui.diffing import DiffRow, change_counts, hunks, side_by_side, unified
-from kbtui.poller import DIFF_TARGETS, Selection
+from kbtui.poller import Selection, next_diff_target
 
 NUMBER_WIDTH = 5  # "1234 "
 DIVIDER = " │ "
@@ -106,7 +106,7 @@ def diff_content(
 
 def keys_line(target: str, whole_file: bool) -> str:
     """What is shown and the keys that change it."""
-    following = DIFF_TARGETS[(DIFF_TARGETS.index(target) + 1) % len(DIFF_TARGETS)]
+    following = next_diff_target(target)
     shown = "whole file · w: changes only" if whole_file else "changes · w: whole file"
     return f"{shown} · d: vs {following} · m: full screen"
 

@@ -39,8 +39,8 @@ def profile_content(selection: Selection) -> Content:
     candidate_id, profile = selection.candidate_id, selection.profile
     if profile is None:
         return Content.styled(
-            f"{candidate_id}: not profiled yet (each strategy is profiled once, on its first "
-            "candidate at rung 1)",
+            f"{candidate_id}: not profiled yet (each strategy is profiled at most once, on a "
+            "candidate at rung 1 or above, while profiles stay within their share of the budget)",
             "$text-muted",
         )
     body = diagnosis_content(profile)

@@ -12,7 +12,7 @@ from pilot_helpers import ENGINE_TIMEOUT_S, select, settle, wait_until
 
 from engine.session_files import read_events, send_command
 from kbtui.app import KernelBrainApp
-from kbtui.screens.help import help_content
+from kbtui.screens.help import HelpScreen, help_content
 from kbtui.widgets.events import EventLog
 from kbtui.widgets.noise import NoisePane
 from kbtui.widgets.profiler import ProfilerPane
@@ -110,3 +110,17 @@ async def test_a_candidate_shares_the_profile_of_its_strategy(session):
             f"{SHARES_PROFILE} shares the profile of c0021: its strategy matvec.persistent is "
             "profiled once, and that profile guides its mutations profiler unavailable: sim"
         )
+
+
+async def test_the_help_screen_stays_open_while_the_engine_publishes(live_engine):
+    app = KernelBrainApp(live_engine.paths, poll_seconds=FAST_POLL)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("space")  # unpause: snapshots and events keep coming
+        await pilot.press("question_mark")
+        step = app.snapshot["step"]
+        await wait_until(pilot, lambda: app.snapshot["step"] >= step + 2, ENGINE_TIMEOUT_S)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert f"step {app.snapshot['step']}" in str(app.query_one(SessionStatus).render())

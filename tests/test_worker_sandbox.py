@@ -155,6 +155,9 @@ def test_runners_are_forked_fresh_in_the_template_sandbox_that_dies_with_its_jud
             runner.close()
             assert runner.exit_code == -9  # killed and reaped by the template
         assert pids[0] != pids[1]
+        box = template.proc.pid
+        assert template.end(pids[0]) == -9  # reaped already: the template answers and lives on
+        assert template.fork().wait_ready(120)["ready"] and template.proc.pid == box
     finally:
         template.close()
     assert template.proc.poll() is not None and not os.path.exists(template.root)

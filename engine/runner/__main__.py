@@ -24,6 +24,8 @@ import socket
 import sys
 import traceback
 
+from .seccomp import candidate_program, install
+
 MESSAGE_LIMIT = 1 << 16
 # Where a runner's descriptors are moved before they take their places 0..3.
 FIRST_HIGH_FD, SHARE_FD = 64, 3
@@ -33,8 +35,7 @@ _PR_SET_DUMPABLE = 4
 def become_runner(fds: list[int], device: str, exchange: str) -> int:
     """In the forked child: a session of its own, the given descriptors as 0, 1, 2 (and 3, the
     share socket on cuda) and no other, its seccomp filter, then the runner's loop."""
-    from .seccomp import candidate_program, install
-    from .serve import serve
+    from .serve import serve  # imported by the template already
 
     os.setsid()  # its process group is what `end` kills
     high = [fcntl.fcntl(fd, fcntl.F_DUPFD, FIRST_HIGH_FD) for fd in fds]
@@ -52,7 +53,10 @@ def end(pid: int) -> int:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass  # already gone: only its zombie is left to reap
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    except ChildProcessError:
+        return -signal.SIGKILL  # not a runner of this template (or reaped already)
 
 
 def main() -> int:

@@ -10,6 +10,8 @@
 - census: a profiled evaluation (the search's profiling rung) of a valid kernel and of one whose
   output torch computes with the Python dispatch key excluded (the runner's operator log sees
   nothing; the kernel list the profiler observes must reject it);
+- verdicts: the test candidates that must be rejected (input mutated, output partly written,
+  NaN, cached) and a valid one, at softmax 4096x4096, where tensors cross as shared GPU memory;
 - precision: PyTorch's own fp32 error against float64 with TF32 off and on at each problem's
   first full size (the factor of the strict rule), and a linear_relu_div GEMM with tl.dot in
   ieee, tf32x3 and tf32 judged under strict;
@@ -36,6 +38,10 @@ from engine.worker.sandbox import isolation
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = ROOT / "tests" / "candidates"
 ONLINE = (CANDIDATES / "softmax_online.py").read_text()
+# Test candidates whose verdicts must hold when tensors cross as shared GPU memory.
+VERDICT_CANDIDATES = (
+    "softmax_online", "softmax_mutates", "softmax_partial", "softmax_nan", "softmax_cached",
+)  # fmt: skip
 LAUNCH = "softmax_online_kernel[(rows,)](x, y, cols, BLOCK=block, num_warps=8)"
 SIDE_STREAM = ONLINE.replace(
     LAUNCH,
@@ -149,7 +155,7 @@ def torch_errors(name: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.benchmarks.judge_gpu")
     parser.add_argument("--out", default="judge_gpu.jsonl")
-    parser.add_argument("--parts", default="isolation,streams,tampering,census,precision")
+    parser.add_argument("--parts", default="isolation,streams,tampering,census,verdicts,precision")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
     backend = LocalBackend("cuda")
@@ -178,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                 emit(out, {"part": "census", "candidate": name, **summary(result),
                            "profile_status": (result.profile or {}).get("status"),
                            "kernels": kernels})  # fmt: skip
+        if "verdicts" in parts:
+            mid = (softmax.full[1].label,)  # 4096x4096: 64 MiB tensors, shared, not files
+            for name in VERDICT_CANDIDATES:
+                source = (CANDIDATES / f"{name}.py").read_text()
+                emit(out, {"part": "verdicts", "candidate": name,
+                           **evaluate(backend, softmax, source, mid, seed=5)})  # fmt: skip
         if "precision" in parts:
             for name in builtin_names():
                 emit(out, {"part": "precision", "problem": name, **torch_errors(name)})

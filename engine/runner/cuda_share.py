@@ -50,6 +50,16 @@ def _prop(device: int) -> _AllocationProp:
     return _AllocationProp(_PINNED, _POSIX_FD, _Location(_ON_DEVICE, device), None, 0)
 
 
+def _mapped_size(nbytes: int) -> int:
+    """`nbytes` rounded up to the current device's allocation granularity (at least one)."""
+    torch.cuda.synchronize()  # the context exists and is current
+    granularity = ctypes.c_size_t()
+    prop = _prop(torch.cuda.current_device())
+    _call("cuMemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop), 0)
+    step = granularity.value
+    return max(step, (nbytes + step - 1) // step * step)
+
+
 class _ArrayInterface:
     """What torch.as_tensor needs to view device memory it does not own."""
 
@@ -79,12 +89,8 @@ class Shared:
     @classmethod
     def allocate(cls, nbytes: int) -> Shared:
         """New exportable memory (rounded up to the allocation granularity)."""
-        torch.cuda.synchronize()  # the context exists and is current
+        size = _mapped_size(nbytes)
         prop = _prop(torch.cuda.current_device())
-        granularity = ctypes.c_size_t()
-        _call("cuMemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop), 0)
-        step = granularity.value
-        size = max(step, (nbytes + step - 1) // step * step)
         handle = ctypes.c_uint64()
         _call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop),
               ctypes.c_uint64(0))  # fmt: skip
@@ -93,18 +99,14 @@ class Shared:
     @classmethod
     def import_fd(cls, fd: int, nbytes: int) -> Shared:
         """Map memory another process exported as `fd` (the descriptor is closed here)."""
-        torch.cuda.synchronize()  # the context exists and is current
+        size = _mapped_size(nbytes)
         handle = ctypes.c_uint64()
         try:
             _call("cuMemImportFromShareableHandle", ctypes.byref(handle),
                   ctypes.c_void_p(fd), ctypes.c_int(_POSIX_FD))  # fmt: skip
         finally:
             os.close(fd)
-        granularity = ctypes.c_size_t()
-        prop = _prop(torch.cuda.current_device())
-        _call("cuMemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(prop), 0)
-        step = granularity.value
-        return cls(handle.value, max(step, (nbytes + step - 1) // step * step), nbytes)
+        return cls(handle.value, size, nbytes)
 
     def export_fd(self) -> int:
         fd = ctypes.c_int(-1)

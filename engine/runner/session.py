@@ -13,7 +13,7 @@ import torch
 
 from .calls import build_model_new
 from .cuda_share import Shared
-from .exchange import decode_values, dtype_name, encode_values, read_tensor, write_tensor
+from .exchange import DTYPES, decode_values, dtype_name, encode_values, read_tensor, write_tensor
 from .guards import guarded_call
 from .timer import Bracket, noop
 
@@ -113,7 +113,7 @@ class RunnerSession:
         def imported(described: dict) -> torch.Tensor:
             shared = Shared.import_fd(fds[described["index"]], described["nbytes"])
             self.imports.append(shared)
-            return shared.tensor(getattr(torch, described["dtype"]), described["shape"])
+            return shared.tensor(DTYPES[described["dtype"]], described["shape"])
 
         return imported
 

@@ -10,13 +10,14 @@ runner writes there is data like any reply.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 
 import torch
 
 from engine.runner.cuda_share import CudaShareError, Shared
-from engine.runner.exchange import dtype_name, encode_values
+from engine.runner.exchange import DTYPES, dtype_name, encode_values
 
 # Tensors smaller than this cross as files (a file costs less than an allocation there).
 SHARE_MIN_BYTES = 1 << 20
@@ -28,14 +29,19 @@ class DeviceExchange:
         self.buffers: list[Shared] = []
         self.outbox: list[int] = []  # exported descriptors for the next command
 
-    def _share(self, tensor: torch.Tensor) -> dict:
-        shared = Shared.allocate(tensor.numel() * tensor.element_size())
-        shared.tensor(tensor.dtype, list(tensor.shape)).copy_(tensor)
+    def _export(self, dtype: torch.dtype, shape: list[int]) -> dict:
+        """A new shared buffer for a tensor of `dtype` and `shape`, exported for the next
+        command; its description."""
+        shared = Shared.allocate(math.prod(shape) * torch.empty((), dtype=dtype).element_size())
         self.buffers.append(shared)
         self.outbox.append(shared.export_fd())
         return {"index": len(self.outbox) - 1, "buffer": len(self.buffers) - 1,
-                "nbytes": shared.nbytes, "dtype": dtype_name(tensor.dtype),
-                "shape": list(tensor.shape)}  # fmt: skip
+                "nbytes": shared.nbytes, "dtype": dtype_name(dtype), "shape": shape}  # fmt: skip
+
+    def _share(self, tensor: torch.Tensor) -> dict:
+        described = self._export(tensor.dtype, list(tensor.shape))
+        self.tensor_view(described).copy_(tensor)
+        return described
 
     def encode(self, folder: str, prefix: str, values: list) -> list[dict]:
         """Like encode_values, with big cuda tensors shared instead of written."""
@@ -50,23 +56,26 @@ class DeviceExchange:
 
     def output_buffers(self, expected: list[torch.Tensor]) -> list[dict]:
         """Shared buffers for the outputs, of the reference's dtypes and shapes."""
-        return [self._share(torch.empty_like(e)) for e in expected]
+        return [self._export(e.dtype, list(e.shape)) for e in expected]
 
     def send(self, message: dict) -> dict:
         """Send the descriptors the message refers to; the message says how many follow."""
-        torch.cuda.synchronize()  # the copies are in place before the runner looks
         fds, self.outbox = self.outbox, []
         if fds:
+            torch.cuda.synchronize()  # the copies are in place before the runner looks
             socket.send_fds(self.socket, [b"fds"], fds)
             for fd in fds:
                 os.close(fd)  # the runner holds its own copies now
         return {**message, "fds": len(fds)}
 
-    def tensor(self, described: dict) -> torch.Tensor:
-        """A private copy of what a shared buffer now holds, as `described` says it was made."""
+    def tensor_view(self, described: dict) -> torch.Tensor:
+        """The shared buffer `described`, as the tensor it was made for (no copy)."""
         shared = self.buffers[described["buffer"]]
-        dtype = getattr(torch, described["dtype"])
-        return shared.tensor(dtype, described["shape"]).clone()
+        return shared.tensor(DTYPES[described["dtype"]], described["shape"])
+
+    def tensor(self, described: dict) -> torch.Tensor:
+        """A private copy of what a shared buffer now holds."""
+        return self.tensor_view(described).clone()
 
     def close(self) -> None:
         for shared in self.buffers:

@@ -145,20 +145,14 @@ class Evaluation:
     def inputs_after(self, reply: dict) -> list:
         """The inputs as the call left them: the very memory the runner used where it was
         shared (files on cpu, GPU buffers on cuda), else the runner's copy back."""
-        if self.device == "cpu":
-            described = reply["sent"]
-        else:
-            after = reply.get("inputs_after", [])
-            described = [
-                {"tensor": sent} if "shared" in sent else back
-                for sent, back in zip(reply["sent"], after, strict=True)
-            ]
+        sent = reply["sent"]
+        after = sent if self.device == "cpu" else reply.get("inputs_after", [])
         try:
             return [
-                self.share.tensor(d["tensor"]["shared"])  # stays on the GPU
-                if "shared" in d.get("tensor", {})
-                else decode_values(self.runner.exchange, [d], "cpu")[0]
-                for d in described
+                self.share.tensor_view(s["shared"])  # read in place, before it is released
+                if "shared" in s
+                else decode_values(self.runner.exchange, [a], "cpu")[0]
+                for s, a in zip(sent, after, strict=True)
             ]
         except (ExchangeError, OSError, KeyError, TypeError) as exc:
             raise CandidateRejected("protocol_violation", f"unreadable inputs: {exc}") from exc

@@ -89,6 +89,16 @@ def test_outputs_are_read_only_from_the_exchange_folder(backend, softmax):
     assert result.reason == "protocol_violation", result.message
 
 
+def test_an_output_that_is_a_link_is_not_followed(backend, softmax, tmp_path):
+    """A link in the exchange folder could make the judge read any file of its machine."""
+    params = softmax.size("tiny").params
+    target = tmp_path / "judge_side_file"
+    target.write_bytes(b"\0" * 4 * params["batch"] * params["dim"])  # the output's exact size
+    result = judge(backend, softmax, fill(attacks.LINKS_ITS_OUTPUT, TARGET=target))
+    assert result.reason == "protocol_violation", result.message
+    assert "cannot be opened as a plain file" in result.message
+
+
 # --- the operating-system sandbox
 @sandboxed
 @pytest.mark.parametrize(

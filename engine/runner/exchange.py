@@ -3,7 +3,9 @@ by plain JSON (file, dtype, shape). The reader rebuilds a plain contiguous tenso
 
 from __future__ import annotations
 
+import math
 import os
+import stat
 
 import torch
 
@@ -53,26 +55,37 @@ def read_tensor(folder: str, desc: dict, shared: bool = False) -> torch.Tensor:
     if not (isinstance(name, str) and os.path.basename(name) == name and dtype and valid_shape):
         raise ExchangeError(f"malformed tensor description {str(desc)[:200]}")
     path = os.path.join(folder, name)
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = math.prod(shape)
     expected = numel * torch.empty((), dtype=dtype).element_size()
-    size = os.path.getsize(path)
-    if size != expected:
-        raise ExchangeError(
-            f"{name} holds {size} bytes; {shape} of {desc['dtype']} needs {expected}"
-        )
-    if numel == 0:
-        return torch.empty(shape, dtype=dtype)
     if shared:
+        _check_size(name, os.path.getsize(path), expected, desc)
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
         return torch.from_file(path, shared=True, size=numel, dtype=dtype).view(shape)
-    # read, not mapped: a file the other side truncates meanwhile is a short read, not a SIGBUS
-    out = torch.empty(expected, dtype=torch.uint8)
-    with open(path, "rb") as f:
-        got = f.readinto(out.numpy())
+    # Opened without following a link (one could point anywhere on the reader's machine), a
+    # regular file only, then read rather than mapped: a file the writer truncates meanwhile is
+    # a short read, not a SIGBUS.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ExchangeError(f"{name} cannot be opened as a plain file: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ExchangeError(f"{name} is not a regular file")
+        _check_size(name, info.st_size, expected, desc)
+        out = torch.empty(expected, dtype=torch.uint8)
+        got = f.readinto(out.numpy()) if expected else 0
     if got != expected:
         raise ExchangeError(f"{name} shrank while it was read ({got} of {expected} bytes)")
     return out.view(dtype).view(shape)
+
+
+def _check_size(name: str, size: int, expected: int, desc: dict) -> None:
+    if size != expected:
+        raise ExchangeError(
+            f"{name} holds {size} bytes; {desc['shape']} of {desc['dtype']} needs {expected}"
+        )
 
 
 def encode_values(folder: str, prefix: str, values) -> list[dict]:

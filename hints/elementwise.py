@@ -1,5 +1,6 @@
-"""Elementwise chains (activations, scalar arithmetic, clamps): flat and persistent kernels, and
-`epilogue_expression`, which turns a traced chain into a Triton expression for fused epilogues."""
+"""Elementwise math (activations, arithmetic, clamps, comparisons; chains or DAGs over several
+tensors that broadcast to the output): flat and persistent kernels. `epilogue_expression` turns a
+traced chain of one tensor into a Triton expression for fused epilogues."""
 
 from __future__ import annotations
 
@@ -236,57 +237,86 @@ def epilogue_expression(calls, var: str = "acc") -> str | None:
 
 
 def match(problem) -> Match | None:
-    """An elementwise chain on one tensor whose shape is the output's."""
+    """Elementwise math (a chain, or any DAG) over tensors that broadcast to the output's shape."""
+    from hints import dataflow, operands  # they build on this module's expressions
+
     label = problem.smallest.label
-    calls = problem.calls.get(label, [])
-    expression = epilogue_expression(calls, var="x")
-    if expression is None:
+    out_specs = problem.output_specs[label]
+    if len(out_specs) != 1 or out_specs[0][1] not in FLOAT_DTYPES:
         return None
-    first = next(a for a in calls[0].args if is_tensor(a))
-    out_shape, out_dtype = problem.output_specs[label][0]
-    if list(first[1]) != list(out_shape) or len(problem.output_specs[label]) != 1:
+    graphs = [dataflow.trace_graph(problem, size) for size in problem.sizes]
+    if any(g is None or g.output is None or not g.nodes for g in graphs):
+        return None
+    graph = graphs[0]
+    leaves = dataflow.leaves_of(graph, graph.output)
+    if not leaves or graph.output.index < len(graph.leaves):
+        return None
+    fulls = [tuple(problem.output_specs[s.label][0][0]) for s in problem.sizes]
+    found = operands.operands_for(graphs, leaves, fulls)
+    if found is None:
+        return None
+    names, kinds = operands.names(found, leaves)
+    code = dataflow.elementwise_code(graph, graph.output, names, kinds)
+    if code is None:
         return None
     binding = bind(problem)
-    if binding is None or not binding.operands or not any(binding.operands[0]):
+    if binding is None:
         return None
+    kernel_helper, python_helper = operands.helpers(found)
     return Match(
         "elementwise",
         {
-            "expression": expression,
-            "ops": [c.op for c in calls],
+            "compute": code,
+            "ops": [n.op for n in graph.nodes],
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
-            "input": next(name for name in binding.operands[0] if name),
+            "out_dtype": out_specs[0][1],
+            "params": operands.kernel_params(found),
+            "args": operands.launch_args(found),
+            "kernel_helper": kernel_helper,
+            "python_helper": python_helper,
+            "prologue": operands.prologue(found, "shape"),
+            "shape_expr": f"torch.broadcast_shapes({', '.join(f'{o.expr}.shape' for o in found)})",
+            "loads_even": operands.loads(found, "offsets", None, "        "),
+            "loads_masked": operands.loads(found, "offsets", "offsets < n_elements", "        "),
+            "loads_loop": operands.loads(found, "offsets", None, "        "),
+            "compute_nested": dataflow.elementwise_code(graph, graph.output, names, kinds, " " * 8),
         },
     )
 
 
-MODEL = """
+MODEL = """$python_helper
+
 
 class ModelNew(nn.Module):
 $init_source
     def forward($forward_params):
-        x = $input.contiguous()
-        out = torch.empty_like(x)
-        n = x.numel()
+        shape = $shape_expr
+$prologue
+        out = torch.empty(shape, device=a0.device, dtype=torch.$out_dtype)
+        n = out.numel()
 """
 
-FLAT_TEMPLATE = (
-    """import torch
+HEADER = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+$kernel_helper
+"""
 
+FLAT_TEMPLATE = (
+    HEADER
+    + """
 
 @triton.jit
-def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+def elementwise_kernel($params, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     # int64 offsets: tensors past 2**31 elements would overflow int32 index math.
     offsets = tl.cast(tl.program_id(0), tl.int64) * BLOCK + tl.arange(0, BLOCK)
     if EVEN:
-        x = tl.load(x_ptr + offsets).to(tl.float32)
+$loads_even
     else:
-        x = tl.load(x_ptr + offsets, mask=offsets < n_elements, other=0.0).to(tl.float32)
-    y = $expression
+$loads_masked
+$compute
     if EVEN:
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty))
     else:
@@ -295,42 +325,38 @@ def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl
     + MODEL
     + """        grid = (triton.cdiv(n, $BLOCK),)
         elementwise_kernel[grid](
-            x, out, n, BLOCK=$BLOCK, EVEN=n % $BLOCK == 0, num_warps=$num_warps
+            $args, out, n, BLOCK=$BLOCK, EVEN=n % $BLOCK == 0, num_warps=$num_warps
         )
         return out
 """
 )
 
 PERSISTENT_TEMPLATE = (
-    """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
+    HEADER
+    + """
 SMS_ON_CPU = 2  # the interpreter: a couple of programs
 
 
 @triton.jit
-def elementwise_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+def elementwise_kernel($params, out_ptr, n_elements, BLOCK: tl.constexpr):
     # Grid-stride over full tiles without masks; program 0 finishes the ragged tail.
     num_full = n_elements // BLOCK
     for tile in range(tl.program_id(0), num_full, tl.num_programs(0)):
         offsets = tl.cast(tile, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + offsets).to(tl.float32)
-        y = $expression
+$loads_loop
+$compute_nested
         tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty))
     if tl.program_id(0) == 0:
         offsets = tl.cast(num_full, tl.int64) * BLOCK + tl.arange(0, BLOCK)
-        mask = offsets < n_elements
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        y = $expression
-        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
+$loads_masked
+$compute_nested
+        tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=offsets < n_elements)
 """
     + MODEL
-    + """        sms = SMS_ON_CPU if not x.is_cuda else (
-            torch.cuda.get_device_properties(x.device).multi_processor_count)
+    + """        sms = SMS_ON_CPU if not a0.is_cuda else (
+            torch.cuda.get_device_properties(a0.device).multi_processor_count)
         grid = (max(1, min(triton.cdiv(n, $BLOCK), sms * $programs_per_sm)),)
-        elementwise_kernel[grid](x, out, n, BLOCK=$BLOCK, num_warps=$num_warps)
+        elementwise_kernel[grid]($args, out, n, BLOCK=$BLOCK, num_warps=$num_warps)
         return out
 """
 )
@@ -340,7 +366,7 @@ WARPS = (2, 4, 8, 16)
 
 FAMILY = Family(
     name="elementwise",
-    description="Elementwise chains on one tensor: activations, scalar arithmetic, clamps.",
+    description="Elementwise math over broadcast tensors: activations, arithmetic, clamps, where.",
     match=match,
     strategies=(
         Strategy(

@@ -1,0 +1,262 @@
+"""The reference's dataflow: every operator call with the values it reads (forward arguments,
+parameters, earlier results), so that families can recognise DAGs such as `0.5 * x * (1 +
+tanh(...x...))` or `mean((a - b) ** 2)`, and turn their elementwise parts into Triton code."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from engine.problems.loader import import_module_from
+from engine.problems.trace import canonical_op, describe_arg, is_reflected
+from engine.runner.calls import call_with_size
+from hints.elementwise import Expr, binary, call, scalar, step
+
+# Calls that return their operand's values unchanged (same shape, fp32 math downstream).
+IDENTITY_OPS = frozenset("contiguous clone detach float to".split())
+# The largest rank a broadcast operand may keep after merging dims (broadcast_layout's 4).
+MAX_BROADCAST_RANK = 4
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A traced value: a leaf (forward argument or parameter) or an earlier call's result."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Node:
+    op: str
+    args: tuple  # Ref for traced tensors, described values (trace.describe_arg) otherwise
+    kwargs: dict
+    shape: tuple
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Graph:
+    leaves: tuple  # (expression in ModelNew.forward, shape, dtype); value i < len(leaves)
+    nodes: tuple  # Node; value len(leaves) + i
+    output: Ref | None  # the returned tensor, None when forward returns anything else
+
+    def value(self, ref: Ref):
+        """A leaf's (expression, shape, dtype), or a Node."""
+        n = len(self.leaves)
+        return self.leaves[ref.index] if ref.index < n else self.nodes[ref.index - n]
+
+    def shape(self, ref: Ref) -> tuple:
+        value = self.value(ref)
+        return value.shape if isinstance(value, Node) else value[1]
+
+    def dtype(self, ref: Ref) -> str:
+        value = self.value(ref)
+        return value.dtype if isinstance(value, Node) else value[2]
+
+    def node(self, ref: Ref) -> Node | None:
+        value = self.value(ref)
+        return value if isinstance(value, Node) else None
+
+
+class DataflowRecorder(TorchFunctionMode):
+    """Records each call with its tensor operands tied to the values they came from."""
+
+    def __init__(self, known: dict[int, int], count: int):
+        super().__init__()
+        self.known, self.count = known, count
+        self.nodes: list[Node] = []
+        self.alive: list = []  # keeps results alive so that ids are never reused
+
+    def describe(self, value):
+        if isinstance(value, torch.Tensor):
+            index = self.known.get(id(value))
+            return Ref(index) if index is not None else describe_arg(value)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.describe(v) for v in value)
+        return describe_arg(value)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if id(out) in self.known:  # `torch.max(x, 1)[0]`: the values, already recorded
+            return out
+        operands = (args[1], args[0], *args[2:]) if is_reflected(func) else tuple(args)
+        result = out[0] if isinstance(out, tuple) and out else out  # (values, indices)
+        if isinstance(result, torch.Tensor):
+            node = Node(
+                canonical_op(func),
+                self.describe(operands),
+                {k: self.describe(v) for k, v in kwargs.items()},
+                tuple(result.shape),
+                str(result.dtype).removeprefix("torch."),
+            )
+            self.nodes.append(node)
+            self.known[id(result)] = self.count + len(self.nodes) - 1
+            self.alive.append(out)
+        return out
+
+
+def trace_graph(problem, size=None) -> Graph | None:
+    """The dataflow of Model.forward at `size` (default: the smallest), on the meta device."""
+    module = import_module_from(problem.path, "dataflow")
+    params = (size or problem.smallest).params
+    with torch.device("meta"):
+        model = module.Model(*call_with_size(module.get_init_inputs, params))
+        inputs = call_with_size(module.get_inputs, params)
+        names = list(inspect.signature(model.forward).parameters)
+        if len(names) != len(inputs):
+            return None
+        leaves = [(n, t) for n, t in zip(names, inputs, strict=True)]
+        leaves += [(f"self.{n}", t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
+        leaves = [(n, t) for n, t in leaves if isinstance(t, torch.Tensor)]
+        known = {id(t): i for i, (_, t) in enumerate(leaves)}
+        with DataflowRecorder(known, len(leaves)) as recorder:
+            out = model(*inputs)
+    output = known.get(id(out)) if isinstance(out, torch.Tensor) else None
+    return Graph(
+        tuple((n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in leaves),
+        tuple(recorder.nodes),
+        None if output is None else Ref(output),
+    )
+
+
+COMPARE = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
+ARITHMETIC = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+
+
+def as_float(var: str, graph: Graph, ref: Ref, kinds: dict) -> str:
+    """A value as an fp32 operand: booleans (comparisons, bool inputs) become 0.0 or 1.0."""
+    return f"tl.where({var}, 1.0, 0.0)" if kinds.get(ref.index) == "bool" else var
+
+
+def translate(node: Node, graph: Graph, names: dict, kinds: dict) -> tuple[str, str] | None:
+    """(Triton expression, kind) of one elementwise call on named values; None otherwise."""
+    refs = [a for a in node.args if isinstance(a, Ref)]
+    if any(isinstance(v, Ref) for v in node.kwargs.values()) or not refs:
+        return None
+    if any(r.index not in names for r in refs):
+        return None
+    operand = {r.index: Expr(as_float(names[r.index], graph, r, kinds), atom=True) for r in refs}
+    if node.op in IDENTITY_OPS and len(node.args) == 1:
+        return names[refs[0].index], kinds.get(refs[0].index, "float")
+    if node.op == "where" and len(node.args) == 3 and isinstance(node.args[0], Ref):
+        branches = [operand[a.index] if isinstance(a, Ref) else scalar(a) for a in node.args[1:]]
+        if None in branches:
+            return None
+        return call("tl.where", names[node.args[0].index], *branches).text, "float"
+    if len(refs) == 1:
+        position = node.args.index(refs[0])
+        others = tuple(a for i, a in enumerate(node.args) if i != position)
+        if node.op in COMPARE and len(others) == 1 and scalar(others[0]) is not None:
+            left, right = operand[refs[0].index], scalar(others[0])
+            left, right = (left, right) if position == 0 else (right, left)
+            return f"{left} {COMPARE[node.op]} {right}", "bool"
+        expr = step(node.op, operand[refs[0].index], others, dict(node.kwargs), position == 0)
+        return (expr.text, "float") if expr is not None else None
+    if len(node.args) != 2 or len(refs) != 2:
+        return None
+    left, right = operand[node.args[0].index], operand[node.args[1].index]
+    if node.op in COMPARE:
+        return f"{left} {COMPARE[node.op]} {right}", "bool"
+    if node.op in ("maximum", "minimum", "fmax", "fmin"):
+        name = "tl.maximum" if "max" in node.op else "tl.minimum"
+        return call(name, left, right).text, "float"
+    if node.op not in ARITHMETIC or node.kwargs.get("rounding_mode") is not None:
+        return None
+    alpha = node.kwargs.get("alpha", 1)
+    if alpha != 1:
+        if node.op not in ("add", "sub") or scalar(alpha) is None:
+            return None
+        right = binary(right, "*", scalar(alpha))
+    return binary(left, ARITHMETIC[node.op], right).text, "float"
+
+
+def elementwise_code(
+    graph: Graph, target: Ref, names: dict, kinds: dict | None = None, indent: str = "    "
+) -> str | None:
+    """Statements that compute `target` from the named values (value index -> variable; `kinds`
+    marks boolean ones) with elementwise calls only, ending in `y = ...`; None when another
+    kind of call is needed."""
+    names, kinds, lines = dict(names), dict(kinds or {}), []
+    needed = reachable(graph, target, set(names))
+    if needed is None:
+        return None
+    for index in sorted(needed):
+        node = graph.value(Ref(index))
+        translated = translate(node, graph, names, kinds)
+        if translated is None:
+            return None
+        names[index], kinds[index] = f"v{index}", translated[1]
+        lines.append(f"{indent}v{index} = {translated[0]}")
+    if kinds.get(target.index) == "bool":
+        return None  # a boolean result: not a float output
+    lines.append(f"{indent}y = {names[target.index]}")
+    return "\n".join(lines)
+
+
+def reachable(graph: Graph, target: Ref, stop: set) -> set | None:
+    """Node values between `stop` and `target`; None when a path reaches an unnamed leaf."""
+    seen, todo = set(), [target.index]
+    while todo:
+        index = todo.pop()
+        if index in stop or index in seen:
+            continue
+        node = graph.node(Ref(index))
+        if node is None:
+            return None
+        seen.add(index)
+        refs = [a for a in node.args if isinstance(a, Ref)]
+        todo += [r.index for r in refs]
+    return seen
+
+
+def leaves_of(graph: Graph, target: Ref) -> list[int] | None:
+    """The leaf values `target` depends on, in order; None when a leaf is not a tensor."""
+    needed = reachable(graph, target, set(range(len(graph.leaves))))
+    if needed is None:
+        return None
+    found = {
+        a.index
+        for i in needed
+        for a in graph.value(Ref(i)).args
+        if isinstance(a, Ref) and a.index < len(graph.leaves)
+    }
+    if target.index < len(graph.leaves):
+        found.add(target.index)
+    return sorted(found)
+
+
+def merge_dims(sizes, strides) -> list:
+    """(size, stride) pairs with dims of size 1 dropped and adjacent dims merged where one
+    stride steps over the other (so a flat index over `sizes` finds the same offsets)."""
+    merged = []
+    for n, s in zip(sizes, strides, strict=True):
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    return merged
+
+
+def broadcast_layout(t, shape):
+    """`t` broadcast to `shape` as (tensor, [size1, size2, size3, stride0, .., stride3]): its
+    merged dims, padded to rank 4 (dim 0's size is implied by the flat index)."""
+    t = t.expand(shape)
+    merged = merge_dims(t.shape, t.stride())
+    if len(merged) > 4:
+        raise ValueError(f"broadcast of {tuple(t.shape)} keeps more than 4 dims")
+    merged = [(1, 0)] * (4 - len(merged)) + merged
+    return t, [n for n, _ in merged[1:]] + [s for _, s in merged]
+
+
+def broadcast_rank(shape: tuple, full: tuple) -> int:
+    """Dims that broadcast_layout keeps for a contiguous `shape` broadcast to `full`."""
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    strides = [math.prod(padded[i + 1 :]) if padded[i] != 1 else 0 for i in range(len(full))]
+    return len(merge_dims(full, strides))

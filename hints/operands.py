@@ -1,0 +1,107 @@
+"""Kernel code that reads a family's traced operands: dense ones (the full shape, contiguous) at
+the flat index, broadcast ones (a bias, a per-row target) through their merged strides."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+
+from hints.dataflow import MAX_BROADCAST_RANK, broadcast_layout, broadcast_rank, merge_dims
+
+BROADCAST_OFFSET = """
+
+@triton.jit
+def broadcast_offset(idx, d1, d2, d3, t0, t1, t2, t3):
+    # Where flat index `idx` of the full shape lies in a broadcast operand (strides t, in
+    # elements; 0 along broadcast dims).
+    i3 = idx % d3
+    rest = idx // d3
+    i2 = rest % d2
+    rest = rest // d2
+    return (rest // d1) * t0 + (rest % d1) * t1 + i2 * t2 + i3 * t3
+"""
+
+
+@dataclass(frozen=True)
+class Operand:
+    expr: str  # the tensor in ModelNew.forward: an argument or `self.<parameter>`
+    broadcast: bool  # smaller than the full shape at some size of the ladder
+    boolean: bool
+
+
+def operands_for(graph_per_size: list, leaves: list[int], full_shapes: list) -> list | None:
+    """Operand per leaf; None when a leaf does not broadcast to the full shape in few dims."""
+    found = []
+    for leaf in leaves:
+        broadcast = False
+        for graph, full in zip(graph_per_size, full_shapes, strict=True):
+            expr, shape, dtype = graph.leaves[leaf]
+            try:
+                if tuple(torch.broadcast_shapes(shape, full)) != tuple(full):
+                    return None
+            except RuntimeError:
+                return None
+            if tuple(shape) != tuple(full):
+                broadcast = True
+                if broadcast_rank(shape, full) > MAX_BROADCAST_RANK:
+                    return None
+            if dtype.startswith("complex"):
+                return None
+        found.append(Operand(expr, broadcast, dtype == "bool"))
+    return found
+
+
+def helpers(operands: list[Operand]) -> tuple[str, str]:
+    """(Triton helper, Python helpers) that broadcast operands need; empty strings otherwise."""
+    if not any(o.broadcast for o in operands):
+        return "", ""
+    python = "\n\n" + inspect.getsource(merge_dims) + "\n\n" + inspect.getsource(broadcast_layout)
+    return BROADCAST_OFFSET, python.replace(" -> list", "").rstrip()
+
+
+def prologue(operands: list[Operand], shape: str, indent: str = "        ") -> str:
+    """forward's statements binding a0, a1, ... (and broadcast layouts l1, ...) to `shape`."""
+    lines = []
+    for k, o in enumerate(operands):
+        if o.broadcast:
+            lines.append(f"{indent}a{k}, l{k} = broadcast_layout({o.expr}, {shape})")
+        else:
+            lines.append(f"{indent}a{k} = {o.expr}.contiguous()")
+    return "\n".join(lines)
+
+
+def kernel_params(operands: list[Operand]) -> str:
+    params = []
+    for k, o in enumerate(operands):
+        params.append(f"a{k}_ptr")
+        if o.broadcast:
+            params += [f"a{k}_d{i}" for i in (1, 2, 3)] + [f"a{k}_t{i}" for i in range(4)]
+    return ", ".join(params)
+
+
+def launch_args(operands: list[Operand]) -> str:
+    return ", ".join(f"a{k}, *l{k}" if o.broadcast else f"a{k}" for k, o in enumerate(operands))
+
+
+def loads(operands: list[Operand], idx: str, mask: str | None, indent: str = "    ") -> str:
+    """Statements loading x0, x1, ... at flat index `idx` (fp32, or int1 for booleans)."""
+    lines = []
+    for k, o in enumerate(operands):
+        at = f"a{k}_ptr + {idx}"
+        if o.broadcast:
+            args = ", ".join([f"a{k}_d{i}" for i in (1, 2, 3)] + [f"a{k}_t{i}" for i in range(4)])
+            at = f"a{k}_ptr + broadcast_offset({idx}, {args})"
+        load = f"tl.load({at})" if mask is None else f"tl.load({at}, mask={mask}, other=0)"
+        value = f"{load} != 0" if o.boolean else f"{load}.to(tl.float32)"
+        lines.append(f"{indent}x{k} = {value}")
+    return "\n".join(lines)
+
+
+def names(operands: list[Operand], leaves: list[int]) -> tuple[dict, dict]:
+    """elementwise_code's variable names and kinds for the loaded operands."""
+    return (
+        {leaf: f"x{k}" for k, leaf in enumerate(leaves)},
+        {leaf: "bool" for leaf, o in zip(leaves, operands, strict=True) if o.boolean},
+    )

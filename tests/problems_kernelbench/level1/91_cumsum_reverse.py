@@ -1,0 +1,30 @@
+# KernelBench (github.com/ScalingIntelligence/KernelBench) KernelBench/level1/91_cumsum_reverse.py, unchanged
+# below these lines. MIT License, Copyright (c) 2023 Anne Ouyang, Simon Guo, Azalia Mirhoseini;
+# the full text is LICENSE in this folder.
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """
+    A model that performs a reverse cumulative sum operation along a specified dimension.
+
+    Parameters:
+        dim (int): The dimension along which to perform the reverse cumulative sum.
+    """
+
+    def __init__(self, dim):
+        super(Model, self).__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)
+
+batch_size = 32768
+input_shape = (32768,)
+dim = 1
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape)]
+
+def get_init_inputs():
+    return [dim]

@@ -82,6 +82,7 @@ class EvalResult:
     timings: list[ShapeTiming] = field(default_factory=list)
     gpu_seconds: dict[str, float] = field(default_factory=dict)  # by activity
     profile: dict | None = None  # diagnosis (engine.profiler), when the rung profiled
+    census: dict | None = None  # the kernel census over every target size, when one ran
     meaningful: bool = True  # False on the cpu backend: timings mean nothing there
     precision: str = "fp32"  # what the kernel computed in (fp32, tf32, fp16, bf16)
 

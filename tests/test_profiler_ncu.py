@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.backends.local import LocalBackend
+from engine.jobs import EvalResult
 from engine.problems import load_problem
 from engine.profiler import ncu_status, profile
 from engine.profiler.ncu import (
+    CENSUS_MAX_LAUNCHES,
     REQUESTED_METRICS,
     SECTIONS,
     explain_failure,
@@ -31,8 +34,9 @@ CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
 RMSNORM = Path(__file__).parents[1] / "engine" / "problems" / "builtin" / "rmsnorm.py"
 REPO = Path(__file__).parents[1]
 
-# A stand-in for ncu: replays the recorded pages on --import, writes a report on --export,
-# answers the probe, and can refuse the counters or hang (FAKE_NCU_MODE).
+# A stand-in for ncu: replays the recorded pages on --import (or the page file FAKE_NCU_RAW
+# names), writes a report on --export, answers the probe, and can refuse the counters or hang
+# (FAKE_NCU_MODE).
 FAKE_NCU = f"""#!{sys.executable}
 import json, os, sys, time
 args = sys.argv[1:]
@@ -47,7 +51,8 @@ if mode == "hang" and "--export" in args:
     time.sleep(60)
 if "--import" in args:
     page = args[args.index("--page") + 1]
-    print(open(os.path.join({str(DATA)!r}, "h200_rmsnorm_" + page + ".csv")).read())
+    recorded = os.path.join({str(DATA)!r}, "h200_rmsnorm_" + page + ".csv")
+    print(open(os.environ.get("FAKE_NCU_" + page.upper(), recorded)).read())
 elif "--export" in args:
     open(args[args.index("--export") + 1] + ".ncu-rep", "w").write("report")
 else:
@@ -243,3 +248,60 @@ def test_a_hanging_profile_is_stopped_at_its_timeout(fake_ncu, monkeypatch):
     result = profile(load_problem(str(RMSNORM)), CANDIDATE, "tiny", timeout_s=1)
     assert result["status"] == "unavailable" and "ran past 1 s" in result["why"]
     assert 1 <= result["gpu_seconds"] < 30
+
+
+# --- the kernel census ------------------------------------------------------------------------
+
+
+def census_page(tmp_path: Path, names: list[str]) -> Path:
+    """A raw page as `ncu --import --page raw` prints it for a census: names and durations."""
+    lines = ['"ID","Kernel Name","gpu__time_duration.sum"', '"","","ns"']
+    lines += [f'"{i}","{name}","1,024"' for i, name in enumerate(names)]
+    path = tmp_path / "census_raw.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_census_command_lists_names_alone_and_one_launch_past_its_limit():
+    program = [sys.executable, "-m", "engine.profiler.launch"]
+    command = ncu_command("/usr/bin/ncu", Path("/tmp/x/launch"), program, census=True)
+    assert "--section" not in command
+    assert command[command.index("--metrics") + 1] == "gpu__time_duration.sum"
+    assert command[command.index("--launch-count") + 1] == str(CENSUS_MAX_LAUNCHES + 1)
+    assert f"{NVTX_RANGE}/" in command and command[-3:] == program
+
+
+def censused(tmp_path, monkeypatch, names: list[str]) -> EvalResult:
+    """A passed result put through the cuda backend's census, against the stand-in ncu."""
+    monkeypatch.setenv("FAKE_NCU_RAW", str(census_page(tmp_path, names)))
+    backend = LocalBackend(device="cuda")
+    result = EvalResult(True, gpu_seconds={"time": 1.0})
+    try:
+        backend.census(load_problem(str(RMSNORM)), CANDIDATE, ["full0", "full1"], result)
+    finally:
+        backend.close()
+    return result
+
+
+def test_census_runs_every_target_size_in_one_ncu_run(fake_ncu, tmp_path, monkeypatch):
+    result = censused(tmp_path, monkeypatch, ["kb_rmsnorm_dim1", "kb_rmsnorm_dim1"])
+    assert result.passed and result.census["status"] == "ok"
+    assert result.gpu_seconds["check"] > 0 and result.gpu_seconds["time"] == 1.0
+    probe, run, raw = (call["args"] for call in calls(fake_ncu))  # no details page
+    assert "--section" not in run and raw[raw.index("--page") + 1] == "raw"
+
+
+def test_census_rejects_a_torch_kernel_beside_the_candidates_own(fake_ncu, tmp_path, monkeypatch):
+    hidden = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float *)"
+    result = censused(tmp_path, monkeypatch, ["kb_rmsnorm_dim1", hidden])
+    assert not result.passed and result.reason == "torch_compute"
+    assert "cunn_SoftMaxForward" in result.message and result.census["status"] == "rejected"
+
+
+def test_census_rejects_a_call_that_launches_more_kernels_than_it_lists(
+    fake_ncu, tmp_path, monkeypatch
+):
+    # Trivial launches of its own first, then the work where a capped list would not look.
+    result = censused(tmp_path, monkeypatch, ["kb_rmsnorm_dim1"] * (CENSUS_MAX_LAUNCHES + 1))
+    assert not result.passed and result.reason == "torch_compute"
+    assert f"more than {CENSUS_MAX_LAUNCHES} kernels" in result.message

@@ -19,4 +19,9 @@ class Backend(Protocol):
         """Gate (when job.check) and time the candidate; never raises for a bad candidate."""
         ...
 
+    def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
+        """Where the backend can see a GPU's launch records: reject a passed `result` whose
+        forward calls at `labels` launched kernels that are not the candidate's."""
+        ...
+
     def close(self) -> None: ...

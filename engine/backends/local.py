@@ -124,6 +124,25 @@ class LocalBackend:
                 result.passed, result.reason, result.message = False, exc.reason, exc.message
         return result
 
+    def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
+        """The kernel census of one forward call at each size in `labels` (cuda only): rejects a
+        passed `result` whose calls launched kernels that are not the candidate's. Its ncu run
+        counts as check time (the census is part of the gate)."""
+        if self.device != "cuda" or not result.passed:
+            return
+        from engine.profiler import census
+
+        with self._gpu_lock():
+            found = census(problem, source, list(labels), timeout_s=self.profile_timeout_s)
+        result.gpu_seconds = _add(result.gpu_seconds, {"check": found.get("gpu_seconds", 0.0)})
+        result.census = {"status": found["status"], "sizes": list(labels),
+                         "why": found.get("why", "")}  # fmt: skip
+        try:
+            check_kernel_census(found, source, problem.allowed_torch_ops)
+        except CandidateRejected as exc:
+            result.passed, result.reason, result.message = False, exc.reason, exc.message
+            result.census["status"] = "rejected"
+
     def _static_rejection(self, problem: Problem, source: str) -> EvalResult | None:
         """The gate's static rules, in the engine: no worker is needed to reject these."""
         rejection = static_check(problem, source)

@@ -28,6 +28,7 @@ SIM_RESAMPLES = 100
 # Synthetic device: a fixed launch overhead plus a copy-bandwidth-like cost per element.
 LAUNCH_MS, MS_PER_ELEMENT = 0.005, 2e-9
 PROFILE_SECONDS = 8.0
+CENSUS_SECONDS = 5.0  # one ncu pass over every target size, names and durations only
 # Wall seconds an evaluation lasts per GPU-second it simulates: 1, a GPU's pace, by default.
 SIM_PACE_ENV = "KERNELBRAIN_SIM_PACE"
 
@@ -126,6 +127,13 @@ class SimBackend:
             True, error=1e-7 * _unit(sha, "error"), tolerance=1e-5, timings=timings,
             gpu_seconds=gpu_seconds, profile=profile, precision="fp32",
         )  # fmt: skip
+
+    def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
+        """No launch records to read; the census's cost is charged, as on cuda."""
+        if result.passed:
+            result.gpu_seconds["check"] = result.gpu_seconds.get("check", 0.0) + CENSUS_SECONDS
+            result.census = {"status": "unavailable", "sizes": list(labels),
+                             "why": "sim backend: no GPU launches to census"}  # fmt: skip
 
     def close(self) -> None:
         pass

@@ -50,9 +50,16 @@ def foreign_kernels(kernels: list[str], source: str) -> list[str]:
 
 
 def check_kernel_census(profile: dict, source: str, allowed_ops: frozenset[str]) -> None:
-    """Raise when a profiled forward call launched kernels that are not the candidate's."""
+    """Raise when a profiled forward call launched kernels that are not the candidate's, or
+    more kernels than a census can list (`complete` False)."""
     if allowed_ops or profile.get("status") == "unavailable":
         return
+    if profile.get("complete") is False:
+        raise CandidateRejected(
+            "torch_compute",
+            f"ModelNew.forward launched more than {len(profile['kernels'])} kernels in one call, "
+            "more than the kernel census lists: launch fewer, larger kernels",
+        )
     names = [k["name"] for k in profile.get("kernels", []) if k.get("name")]
     foreign = foreign_kernels(names, source)
     if foreign:

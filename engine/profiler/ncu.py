@@ -1,9 +1,10 @@
-"""Run Nsight Compute on one candidate forward call and diagnose what limits its kernels.
+"""Run Nsight Compute on candidate forward calls: a profile diagnoses what limits the kernels of
+one call; a census lists every kernel that one call at each target size launches.
 
-One profiled run exports a .ncu-rep report; two imports read it back as the raw page (every
-metric by name) and the details page (ncu's rule hints). Every failure (no ncu, no permission for
-the counters, a crash, a timeout) becomes {"status": "unavailable", "why": ...}: the search goes
-on without a diagnosis.
+One profiled run exports a .ncu-rep report; imports read it back as the raw page (every metric
+by name) and, for a profile, the details page (ncu's rule hints). Every failure (no ncu, no
+permission for the counters, a crash, a timeout) becomes {"status": "unavailable", "why": ...}:
+the search goes on without a diagnosis.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ REQUESTED_METRICS = (
 # The NVTX range holds exactly one forward call; this caps how many of its kernel launches are
 # profiled (each costs a couple of dozen replay passes).
 MAX_PROFILED_LAUNCHES = 8
+# The census records each launch's name and duration only (one replay pass a kernel). A call that
+# launches more kernels than this is refused by the census: one that stopped early could miss the
+# kernel that does the work.
+CENSUS_MAX_LAUNCHES = 512
 PROBE_TIMEOUT_S = 120
 IMPORT_TIMEOUT_S = 120
 PROBE_PROGRAM = "import torch; x = torch.ones(1024, device='cuda'); (x * 2).sum().item()"
@@ -156,13 +161,18 @@ def ncu_status() -> tuple[bool, str]:
     return False, explain_failure(output)
 
 
-def ncu_command(ncu: str, report: Path, program: list[str]) -> list[str]:
-    """Profile the launches inside NVTX_RANGE of `program` into the report file."""
+def ncu_command(ncu: str, report: Path, program: list[str], census: bool = False) -> list[str]:
+    """Profile the launches inside NVTX_RANGE of `program` into the report file: for a
+    diagnosis the sections and metrics it reads; for a census names and durations alone, one
+    more launch than the census admits (so that too many shows)."""
     command = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/"]
-    command += ["--launch-count", str(MAX_PROFILED_LAUNCHES)]
-    for section in SECTIONS:
-        command += ["--section", section]
-    command += ["--metrics", ",".join(REQUESTED_METRICS)]
+    if census:
+        command += ["--launch-count", str(CENSUS_MAX_LAUNCHES + 1), "--metrics", dg.DURATION]
+    else:
+        command += ["--launch-count", str(MAX_PROFILED_LAUNCHES)]
+        for section in SECTIONS:
+            command += ["--section", section]
+        command += ["--metrics", ",".join(REQUESTED_METRICS)]
     # Clocks as the timing runs see them; caches flushed between replay passes, so DRAM bytes
     # are those of a cold run.
     command += ["--clock-control", "none", "--cache-control", "all"]
@@ -175,13 +185,13 @@ def import_command(ncu: str, report: Path, page: str) -> list[str]:
     return [ncu, "--import", str(report), "--csv", "--page", page, "--print-units", "base"]
 
 
-def sandboxed_launcher(ncu: str, exchange: Path, problem: Problem, source: str, size_label: str):
+def sandboxed_launcher(ncu: str, exchange: Path, problem: Problem, source: str, labels: list[str]):
     """The profiled program: the runner's launcher in the candidate sandbox (sockets allowed for
     ncu's injection), its inputs written to `exchange`, where it writes facts.json."""
     (exchange / "problem.py").write_text(problem.path.read_text())
     (exchange / "candidate.py").write_text(source)
     spec = {"problem": "problem.py", "candidate": "candidate.py",
-            "params": problem.size(size_label).params}  # fmt: skip
+            "sizes": [problem.size(label).params for label in labels]}  # fmt: skip
     (exchange / "profile.json").write_text(json.dumps(spec))
     # ncu's folder, and every Nsight Compute install (a wrapper on PATH may start another).
     roots = {str(Path(os.path.realpath(ncu)).parent), *glob.glob(NCU_INSTALLS)}
@@ -231,9 +241,12 @@ def diagnose_range(raw: RawPage, details_text: str, bytes_min: float | None) -> 
     return result
 
 
-def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
+def ncu_pages(workdir: Path, problem: Problem, source: str, labels: list[str], census: bool,
+              timeout_s: float) -> dict:  # fmt: skip
+    """Run the launcher under ncu over `labels` and import the report: {"raw": RawPage,
+    "details": text (a profile only), "gpu_seconds"}, or an unavailable result."""
     ncu = find_ncu()
-    launch = sandboxed_launcher(ncu, workdir, problem, source, size_label)
+    launch = sandboxed_launcher(ncu, workdir, problem, source, labels)
     # ncu runs inside the sandbox with the program it profiles (its injection talks to it over
     # sockets of the sandbox's own network namespace) and writes its report to the exchange
     # folder; it gets no secrets either.
@@ -247,7 +260,7 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
     # without one, the engine's without secrets.
     outside = {} if box else worker_environment("cuda")
     env = {**outside, **launch.env, "PATH": "/usr/bin:/bin"}
-    command = box + ncu_command(ncu, inside / "launch", program)
+    command = box + ncu_command(ncu, inside / "launch", program, census)
     started = time.monotonic()
     try:
         status, output = run_bounded(
@@ -270,20 +283,38 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
     if not reports:
         return unavailable(NOTHING_PROFILED, seconds)
     pages = {}
-    for page in ("raw", "details"):
+    for page in ("raw",) if census else ("raw", "details"):
         page_status, pages[page] = run_bounded(
             import_command(ncu, reports[0], page), IMPORT_TIMEOUT_S, env=worker_environment("cuda")
         )
         if page_status != 0:
             why = f"reading the report's {page} page failed: {tail(pages[page])}"
             return unavailable(why, seconds)
-    raw = parse_raw(pages["raw"])
-    if not raw.rows:
+    pages["raw"] = parse_raw(pages["raw"])
+    if not pages["raw"].rows:
         return unavailable(NOTHING_PROFILED, seconds)
-    facts = workdir / "facts.json"
-    bytes_min = _bytes_min(facts)
-    result = diagnose_range(raw, pages["details"], bytes_min)
-    return {**result, "size": size_label, "bytes_min": bytes_min, "gpu_seconds": seconds}
+    return {**pages, "gpu_seconds": seconds}
+
+
+def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
+    pages = ncu_pages(workdir, problem, source, [size_label], False, timeout_s)
+    if "raw" not in pages:
+        return pages
+    bytes_min = _bytes_min(workdir / "facts.json")
+    result = diagnose_range(pages["raw"], pages["details"], bytes_min)
+    return {**result, "size": size_label, "bytes_min": bytes_min,
+            "gpu_seconds": pages["gpu_seconds"]}  # fmt: skip
+
+
+def census_in(workdir: Path, problem: Problem, source: str, labels: list[str], timeout_s: float):
+    pages = ncu_pages(workdir, problem, source, labels, True, timeout_s)
+    if "raw" not in pages:
+        return pages
+    names = [row.get("Kernel Name") for row in pages["raw"].rows]
+    complete = len(names) <= CENSUS_MAX_LAUNCHES
+    kernels = [{"name": name} for name in names[:CENSUS_MAX_LAUNCHES]]
+    return {"status": "ok", "kernels": kernels, "complete": complete, "sizes": labels,
+            "gpu_seconds": pages["gpu_seconds"]}  # fmt: skip
 
 
 def _bytes_min(facts: Path) -> float | None:
@@ -302,11 +333,23 @@ def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float 
     ncu run, and `kernels`, every launch in the call; or {"status": "unavailable", "why"}.
     Never raises.
     """
+    return _in_workdir(profile_in, problem, source, size_label, timeout_s)
+
+
+def census(problem: Problem, source: str, labels: list[str], *, timeout_s: float = 300) -> dict:
+    """Every kernel that one forward call of `source` launches at each size in `labels`, under
+    ncu: {"status": "ok", "kernels": [{"name"}], "complete": False when the call launched more
+    than CENSUS_MAX_LAUNCHES, "gpu_seconds"}; or {"status": "unavailable", "why"}. Never raises.
+    """
+    return _in_workdir(census_in, problem, source, labels, timeout_s)
+
+
+def _in_workdir(run, problem: Problem, source: str, what, timeout_s: float) -> dict:
     usable, why = ncu_status()
     if not usable:
         return unavailable(why)
     try:
         with tempfile.TemporaryDirectory(prefix="kernelbrain-ncu-", dir=EXCHANGE_PARENT) as workdir:
-            return profile_in(Path(workdir), problem, source, size_label, timeout_s)
+            return run(Path(workdir), problem, source, what, timeout_s)
     except Exception as exc:  # the contract: a failed profile never stops the search
         return unavailable(f"the profiler failed: {type(exc).__name__}: {exc}")

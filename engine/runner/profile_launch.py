@@ -1,11 +1,11 @@
 """`python -S -m kbrunner.profile_launch` (inside the sandbox, under Nsight Compute): one forward
-call of the candidate inside an NVTX range.
+call of the candidate inside an NVTX range, at each size asked for.
 
-Reads profile.json from the exchange folder ({"problem": file, "candidate": file, "params": {...}}),
-builds the size's inputs on cuda and ModelNew like Model, warms up twice (Triton compiles there),
-then pushes NVTX_RANGE around exactly one forward call, and writes facts.json: {"bytes_min": the
-bytes of the inputs, the module's parameters and buffers and the outputs, which any implementation
-must move at least once}.
+Reads profile.json from the exchange folder ({"problem": file, "candidate": file, "sizes": [params,
+...]}). For each size in turn it builds the inputs on cuda and ModelNew like Model, warms up twice
+(Triton compiles there), then pushes NVTX_RANGE around exactly one forward call. It writes
+facts.json: {"bytes_min": for one size, the bytes of the inputs, the module's parameters and
+buffers and the outputs, which any implementation must move at least once}.
 """
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def run_in_range(reference, candidate, params: dict) -> dict:
     return {"bytes_min": tensor_bytes(inputs) + tensor_bytes(state) + tensor_bytes(output)}
 
 
+def run_sizes(reference, candidate, sizes: list[dict]) -> dict:
+    """One range a size, one size's tensors alive at a time."""
+    facts = [run_in_range(reference, candidate, params) for params in sizes]
+    return facts[0] if len(facts) == 1 else {"bytes_min": None}
+
+
 def main() -> int:
     exchange = os.environ["KB_EXCHANGE"]
     with open(os.path.join(exchange, "profile.json")) as f:
@@ -60,7 +66,7 @@ def main() -> int:
         return 2
     reference = import_file(os.path.join(exchange, spec["problem"]), "problem")
     candidate = import_file(os.path.join(exchange, spec["candidate"]), "candidate")
-    facts = run_in_range(reference, candidate, spec["params"])
+    facts = run_sizes(reference, candidate, spec["sizes"])
     with open(os.path.join(exchange, "facts.json"), "w") as f:
         json.dump(facts, f)
     return 0

@@ -282,6 +282,11 @@ class Engine:
         if result.error is not None:
             c.error = result.error
         c.precision = result.precision
+        if result.census:
+            census = result.census
+            why = f" ({census['why']})" if census.get("why") else ""
+            line = f"{c.id}: kernel census at {', '.join(census['sizes'])}: {census['status']}"
+            self.event(write, "census", line + why, c.id)
         if not result.passed:
             c.status, c.reason, c.message = "rejected", result.reason, result.message
             self.event(write, "rejected", f"{c.id}: {result.reason}: {result.message}", c.id)
@@ -306,6 +311,13 @@ class Engine:
             top = best.best_result.speedup
             if not self.search.progress or self.search.progress[-1][1] != top:
                 self.search.progress.append([round(self.ledger.gpu_seconds, 6), top])
+
+    def would_lead(self, result: EvalResult, rung: int) -> bool:
+        """Whether `result` would rank first at `rung`: a new best is censused before it is
+        crowned (every kernel its forward calls launch, at every target size)."""
+        speedup, _, _, cv = speedup_summary(result)
+        measured = self.index.measured(rung)
+        return not measured or score(speedup, cv, rung) > measured[0].results[rung].score
 
     def prune(self, write: StepWrite, rung: int) -> None:
         for p in scheduler.prunable(self.index, rung):
@@ -403,6 +415,9 @@ class Engine:
         cid, rung = self.search.inflight
         c = self.by_id[cid]
         result = self.evaluate(c, rung)
+        if rung == self.top_rung and result.passed and self.would_lead(result, rung):
+            labels = self.ladder[rung].size_labels
+            self.backend.census(self.problem, c.source, labels, result)
         write = StepWrite()
         self.record_result(write, c, rung, result)
         self.search.step += 1

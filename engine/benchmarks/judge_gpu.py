@@ -7,9 +7,10 @@
   by the judge at 4096x393216 (rejected, or timed no faster than on the default stream);
 - tampering: a real kernel whose runner reports patched figures, and one that defers its work
   to the fetch of its output (both `timing_tampered`);
-- census: a profiled evaluation (the search's profiling rung) of a valid kernel and of one whose
-  output torch computes with the Python dispatch key excluded (the runner's operator log sees
-  nothing; the kernel list the profiler observes must reject it);
+- census: a profiled evaluation at every full size, then the kernel census over them, of a valid
+  kernel, of one whose output torch computes with the Python dispatch key excluded (the runner's
+  operator log sees nothing; the kernels the profiler observes must reject it), and of the same
+  behind 8 launches of its own kernel (past the profile's cap: only the census sees torch's);
 - verdicts: the test candidates that must be rejected (input mutated, output partly written,
   NaN, cached) and a valid one, at softmax 4096x4096, where tensors cross as shared GPU memory;
 - precision: PyTorch's own fp32 error against float64 with TF32 off and on at each problem's
@@ -30,7 +31,7 @@ import torch
 
 from engine.backends.local import LocalBackend
 from engine.gate.correctness import build_model, compute_reference, make_inputs
-from engine.jobs import EvalJob, RungSpec
+from engine.jobs import EvalJob, EvalResult, RungSpec
 from engine.problems import builtin_names, load_problem
 from engine.problems.loader import import_module_from
 from engine.worker.sandbox import isolation
@@ -55,6 +56,10 @@ HIDES_FROM_THE_LOG = ONLINE.replace(
     "        return y",
     "        with torch._C._DisableTorchDispatch():\n"
     "            return getattr(torch, 'soft' + 'max')(x, 1)",
+)
+EIGHT_LAUNCHES = f"        for _ in range(8):\n            {LAUNCH}\n"
+HIDES_BEHIND_LAUNCHES = HIDES_FROM_THE_LOG.replace(
+    "        with torch._C", EIGHT_LAUNCHES + "        with torch._C"
 )
 PATCHED_FIGURES = (
     ONLINE
@@ -173,17 +178,22 @@ def main(argv: list[str] | None = None) -> int:
                 emit(out, {"part": "tampering", "candidate": name,
                            **evaluate(backend, softmax, source, big, seed=2)})  # fmt: skip
         if "census" in parts:
-            small = (min(softmax.full, key=lambda s: s.params["batch"] * s.params["dim"]).label,)
-            rung = RungSpec(0, small, warmup=3, reps=10, input_sets=2, profile=True)
-            for name, source in (("valid", ONLINE), ("hides_from_the_log", HIDES_FROM_THE_LOG)):
+            labels = tuple(s.label for s in softmax.full)
+            rung = RungSpec(0, labels, warmup=3, reps=10, input_sets=2, profile=True)
+            for name, source in (("valid", ONLINE), ("hides_from_the_log", HIDES_FROM_THE_LOG),
+                                 ("hides_behind_launches", HIDES_BEHIND_LAUNCHES)):  # fmt: skip
                 # check=False: the engine's static rules (which refuse torch._C by name) stay out
                 result = backend.evaluate(softmax, EvalJob(name, source, rung, seed=4, check=False))
                 kernels = [
                     k.get("name", "")[:120] for k in (result.profile or {}).get("kernels", [])
                 ]
+                censused = EvalResult(True)  # the census alone, whatever the profile found
+                backend.census(softmax, source, labels, censused)
                 emit(out, {"part": "census", "candidate": name, **summary(result),
                            "profile_status": (result.profile or {}).get("status"),
-                           "kernels": kernels})  # fmt: skip
+                           "profile_kernels": kernels, "census": censused.census,
+                           "census_reason": censused.reason, "census_message": censused.message,
+                           "census_seconds": censused.gpu_seconds})  # fmt: skip
         if "verdicts" in parts:
             mid = (softmax.full[1].label,)  # 4096x4096: 64 MiB tensors, shared, not files
             for name in VERDICT_CANDIDATES:

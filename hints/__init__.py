@@ -6,7 +6,15 @@ import importlib
 
 from hints.base import SYMPTOMS, Family, Match, Param, Strategy
 
-FAMILY_MODULES = ("reductions", "matvec", "elementwise", "matmul", "conv", "attention")
+FAMILY_MODULES = (
+    "reductions",
+    "reduce",
+    "matvec",
+    "elementwise",
+    "matmul",
+    "conv",
+    "attention",
+)
 
 
 def families() -> list[Family]:

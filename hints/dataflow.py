@@ -162,7 +162,7 @@ def translate(node: Node, graph: Graph, names: dict, kinds: dict) -> tuple[str, 
     left, right = operand[node.args[0].index], operand[node.args[1].index]
     if node.op in COMPARE:
         return f"{left} {COMPARE[node.op]} {right}", "bool"
-    if node.op in ("maximum", "minimum", "fmax", "fmin"):
+    if node.op in ("maximum", "minimum", "fmax", "fmin", "max", "min"):
         name = "tl.maximum" if "max" in node.op else "tl.minimum"
         return call(name, left, right).text, "float"
     if node.op not in ARITHMETIC or node.kwargs.get("rounding_mode") is not None:
@@ -175,16 +175,18 @@ def translate(node: Node, graph: Graph, names: dict, kinds: dict) -> tuple[str, 
     return binary(left, ARITHMETIC[node.op], right).text, "float"
 
 
-def elementwise_code(
-    graph: Graph, target: Ref, names: dict, kinds: dict | None = None, indent: str = "    "
-) -> str | None:
-    """Statements that compute `target` from the named values (value index -> variable; `kinds`
-    marks boolean ones) with elementwise calls only, ending in `y = ...`; None when another
-    kind of call is needed."""
-    names, kinds, lines = dict(names), dict(kinds or {}), []
-    needed = reachable(graph, target, set(names))
-    if needed is None:
-        return None
+def elementwise_statements(
+    graph: Graph, targets: list, names: dict, kinds: dict | None = None, indent: str = "    "
+) -> tuple[str, list[str], dict] | None:
+    """Statements that compute `targets` from the named values (value index -> variable;
+    `kinds` marks boolean ones) with elementwise calls only: (code, a variable per target,
+    kinds); None when another kind of call is needed."""
+    names, kinds, lines, needed = dict(names), dict(kinds or {}), [], set()
+    for target in targets:
+        found = reachable(graph, target, set(names))
+        if found is None:
+            return None
+        needed |= found
     for index in sorted(needed):
         node = graph.value(Ref(index))
         translated = translate(node, graph, names, kinds)
@@ -192,10 +194,18 @@ def elementwise_code(
             return None
         names[index], kinds[index] = f"v{index}", translated[1]
         lines.append(f"{indent}v{index} = {translated[0]}")
-    if kinds.get(target.index) == "bool":
+    return "\n".join(lines), [names[t.index] for t in targets], kinds
+
+
+def elementwise_code(
+    graph: Graph, target: Ref, names: dict, kinds: dict | None = None, indent: str = "    "
+) -> str | None:
+    """elementwise_statements for one float target, ending in `y = ...`."""
+    found = elementwise_statements(graph, [target], names, kinds, indent)
+    if found is None or found[2].get(target.index) == "bool":
         return None  # a boolean result: not a float output
-    lines.append(f"{indent}y = {names[target.index]}")
-    return "\n".join(lines)
+    code, (var,), _ = found
+    return "\n".join(line for line in (code, f"{indent}y = {var}") if line)
 
 
 def reachable(graph: Graph, target: Ref, stop: set) -> set | None:

@@ -276,7 +276,7 @@ def match(problem) -> Match | None:
             "kernel_helper": kernel_helper,
             "python_helper": python_helper,
             "prologue": operands.prologue(found, "shape"),
-            "shape_expr": f"torch.broadcast_shapes({', '.join(f'{o.expr}.shape' for o in found)})",
+            "shape_expr": operands.full_shape(found),
             "loads_even": operands.loads(found, "offsets", None, "        "),
             "loads_masked": operands.loads(found, "offsets", "offsets < n_elements", "        "),
             "loads_loop": operands.loads(found, "offsets", None, "        "),

@@ -58,7 +58,12 @@ def helpers(operands: list[Operand]) -> tuple[str, str]:
     if not any(o.broadcast for o in operands):
         return "", ""
     python = "\n\n" + inspect.getsource(merge_dims) + "\n\n" + inspect.getsource(broadcast_layout)
-    return BROADCAST_OFFSET, python.replace(" -> list", "").rstrip()
+    return BROADCAST_OFFSET.rstrip(), python.replace(" -> list", "").rstrip()
+
+
+def full_shape(operands: list[Operand]) -> str:
+    """forward's expression for the shape that every operand broadcasts to (a torch.Size)."""
+    return f"torch.broadcast_shapes({', '.join(f'{o.expr}.shape' for o in operands)})"
 
 
 def prologue(operands: list[Operand], shape: str, indent: str = "        ") -> str:

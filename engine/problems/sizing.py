@@ -1,6 +1,7 @@
 """Tiny sizes for a KernelBench file without SIZES, so that Triton's interpreter can run it.
 
-Such a file reads its sizes from module constants (`batch_size = 16`, `dim = 16384`) when
+Such a file reads its sizes from module constants (`batch_size = 16`, `dim = 16384`, and tuples
+of them such as `input_shape = (32768,)`) when
 `get_inputs` and `get_init_inputs` run. The tiny size divides every constant of at least
 `SCALABLE_MIN` by one power of two (small ones, which tend to be kernel sizes, strides or
 dimension indices, stay), the most that leaves the inputs at least `MIN_ELEMENTS` elements and
@@ -22,11 +23,24 @@ MIN_ELEMENTS, MAX_ELEMENTS = 1024, 1 << 16  # input elements of a tiny size
 FACTORS = tuple(2**k for k in range(14, 0, -1))  # tried from the biggest cut down
 
 
-def scalable_constants(module: ModuleType) -> dict[str, int]:
+def scalable(value) -> bool:
+    if type(value) is tuple:
+        return all(type(v) is int for v in value) and any(v >= SCALABLE_MIN for v in value)
+    return type(value) is int and value >= SCALABLE_MIN
+
+
+def scaled(value, factor: int):
+    """An int constant divided by `factor` (not below SMALLEST_CONSTANT); a tuple's big ones."""
+    if type(value) is tuple:
+        return tuple(scaled(v, factor) if v >= SCALABLE_MIN else v for v in value)
+    return max(SMALLEST_CONSTANT, value // factor)
+
+
+def scalable_constants(module: ModuleType) -> dict:
     return {
         name: value
         for name, value in vars(module).items()
-        if type(value) is int and value >= SCALABLE_MIN and not name.startswith("_")
+        if scalable(value) and not name.startswith("_")
     }
 
 
@@ -57,14 +71,14 @@ def derive_tiny(module: ModuleType) -> tuple[Size, str] | None:
     if not constants:
         return None
     for factor in FACTORS:
-        scaled = {n: max(SMALLEST_CONSTANT, v // factor) for n, v in constants.items()}
-        params = {MODULE_GLOBALS: scaled}
+        values = {n: scaled(v, factor) for n, v in constants.items()}
+        params = {MODULE_GLOBALS: values}
         try:
             elements = input_elements(module, params)
         except Exception:
             continue
         if not MIN_ELEMENTS <= elements <= MAX_ELEMENTS or not runs_for_real(module, params):
             continue
-        changes = ", ".join(f"{n} {constants[n]} -> {v}" for n, v in scaled.items())
+        changes = ", ".join(f"{n} {constants[n]} -> {v}" for n, v in values.items())
         return Size("tiny", "tiny", params), changes
     return None

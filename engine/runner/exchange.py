@@ -41,7 +41,7 @@ def write_tensor(folder: str, name: str, tensor: torch.Tensor) -> dict:
     path = os.path.join(folder, name)
     with open(path, "wb") as f:
         if host.numel():
-            host.view(torch.uint8).reshape(-1).numpy().tofile(f)  # no copy of the bytes
+            host.reshape(-1).view(torch.uint8).numpy().tofile(f)  # no copy; 0-dim too
     return {"file": name, "dtype": dtype_name(host.dtype), "shape": list(host.shape)}
 
 

@@ -1,4 +1,5 @@
-"""Row and axis reductions and normalizations: softmax, log-softmax, RMSNorm, LayerNorm, L2 norm.
+"""Row and axis reductions and normalizations: softmax, log-softmax, RMSNorm, LayerNorm, L2 and L1
+norms (over some dims, or the Frobenius norm over all).
 
 The reduced axis is viewed as (outer, R, inner): R reduced elements, `inner` contiguous elements
 after them. Templates read the shapes at run time, so one candidate serves the whole ladder."""
@@ -16,6 +17,8 @@ from hints.binding import bind
 from hints.elementwise import is_tensor
 
 REDUCTIONS = frozenset("mean sum var norm linalg_vector_norm".split())
+NORM_DIM_AT = 2  # torch.norm(x, p, dim) and linalg_vector_norm(x, ord, dim): dim after p
+L1_OPS = ("l1norm", "l1sum")  # x / mean(|x|), x / sum(|x|)
 SQUARES = frozenset("pow square mul".split())
 # Whole-row kernels keep R fp32 values per row in registers: past this they spill.
 MAX_WHOLE_ROW = 16384
@@ -88,7 +91,9 @@ def recognise_composed(calls, shape: list) -> dict | None:
     reductions = [c for c in calls if c.op in REDUCTIONS]
     if not reductions or any(c.op not in REDUCTIONS | SQUARES | ARITHMETIC for c in calls):
         return None
-    all_dims = {reduced_dims(c, 1, "dim", ndim) for c in reductions}
+    all_dims = {
+        reduced_dims(c, NORM_DIM_AT if "norm" in c.op else 1, "dim", ndim) for c in reductions
+    }
     if len(all_dims) != 1 or None in all_dims:
         return None
     dims = all_dims.pop()
@@ -96,6 +101,14 @@ def recognise_composed(calls, shape: list) -> dict | None:
     ops = [c.op for c in calls]
     squared = any(c.op in SQUARES for c in calls)
     found = {c.op for c in reductions}
+    if "abs" in ops and found <= {"mean", "sum"} and not squared and len(reductions) == 1:
+        if "sub" in ops or ops.count("abs") != 1:
+            return None
+        return dict(
+            op="l1norm" if found == {"mean"} else "l1sum",
+            dims=dims,
+            eps=scalar_after(calls, "add", reduced_shape) or 0.0,
+        )
     if found == {"mean"} and squared and "sub" not in ops and len(reductions) == 1:
         return dict(
             op="rmsnorm",
@@ -121,7 +134,7 @@ def recognise_composed(calls, shape: list) -> dict | None:
             bias=False,
         )
     if found <= {"norm", "linalg_vector_norm"} and "sub" not in ops:
-        if any(argument(c, 1, "p", 2) != 2 for c in reductions if c.op == "norm"):
+        if any(argument(c, 1, "p", 2) not in (2, "fro") for c in reductions if c.op == "norm"):
             return None
         clamp = scalar_after(calls, "clamp_min", reduced_shape) or scalar_after(
             calls, "clamp", reduced_shape
@@ -137,7 +150,7 @@ def recognise_composed(calls, shape: list) -> dict | None:
     return None
 
 
-ARITHMETIC = frozenset("add sub mul div sqrt rsqrt clamp clamp_min reciprocal".split())
+ARITHMETIC = frozenset("add sub mul div sqrt rsqrt clamp clamp_min reciprocal abs".split())
 
 
 def view(shape, dims) -> list[int]:
@@ -258,6 +271,10 @@ def whole_tile(op: str, eps_mode: str) -> str:
     if op == "rmsnorm":
         return """
     y = tl.math.div_rn(x, tl.sqrt_rn(tl.sum(x * x, axis=AXIS, keep_dims=True) / R + eps))"""
+    if op in L1_OPS:
+        total = "tl.sum(tl.abs(x), axis=AXIS, keep_dims=True)"
+        return f"""
+    y = tl.math.div_rn(x, {total}{" / R" if op == "l1norm" else ""} + eps)"""
     if op == "l2norm":
         norm = "tl.sqrt_rn(tl.sum(x * x, axis=AXIS, keep_dims=True))"
         den = f"tl.maximum({norm}, eps)" if eps_mode == "max" else f"({norm} + eps)"
@@ -307,6 +324,9 @@ def accumulate(op: str, online: bool = True) -> tuple[str, str]:
     p0 = tl.zeros([BLOCK], dtype=tl.float32)
     p1 = tl.zeros([1], dtype=tl.float32)""",
         """
+        p0 += tl.abs(x)"""
+        if op in L1_OPS
+        else """
         p0 += x * x""",
     )
 
@@ -332,6 +352,9 @@ def finalize(op: str, eps_mode: str) -> str:
     if op == "rmsnorm":
         return """
     den = tl.sqrt_rn(q0 / R + eps)"""
+    if op in L1_OPS:
+        return f"""
+    den = q0{" / R" if op == "l1norm" else ""} + eps"""
     if op == "l2norm":
         den = "tl.maximum(tl.sqrt_rn(q0), eps)" if eps_mode == "max" else "tl.sqrt_rn(q0) + eps"
         return f"""
@@ -351,6 +374,8 @@ APPLY = {
     "log_softmax": "x - lse",
     "rmsnorm": "tl.math.div_rn(x, den)",
     "l2norm": "tl.math.div_rn(x, den)",
+    "l1norm": "tl.math.div_rn(x, den)",
+    "l1sum": "tl.math.div_rn(x, den)",
     "layernorm": "(x - mean) * scale",
 }
 
@@ -847,7 +872,7 @@ STRATEGIES = (
 
 FAMILY = Family(
     name="reduction",
-    description="Softmax, log-softmax, RMSNorm, LayerNorm and L2 norm over an axis.",
+    description="Softmax, log-softmax, RMSNorm, LayerNorm, L2 and L1 norms over axes.",
     match=match,
     strategies=STRATEGIES,
 )

@@ -14,6 +14,7 @@ FAMILY_MODULES = (
     "matmul",
     "conv",
     "attention",
+    "pooling",
 )
 
 

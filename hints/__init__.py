@@ -15,6 +15,7 @@ FAMILY_MODULES = (
     "conv",
     "attention",
     "pooling",
+    "scans",
 )
 
 

@@ -108,7 +108,7 @@ def find_reduction(graph) -> tuple | None:
             inputs=refs,
             term=term,
         )
-    if len(refs) != 1 or argument(node, 2 if node.op in REDUCTIONS else 4, "dtype") is not None:
+    if len(refs) != 1 or node.kwargs.get("dtype") is not None:
         return None
     if node.op in REDUCTIONS:
         combine, dim_index, finish = REDUCTIONS[node.op]

@@ -82,10 +82,10 @@ def test_mutations_follow_the_diagnosis_and_are_deterministic():
 
 
 def test_problem_of_no_family_is_refused_with_advice(tmp_path):
-    odd = tmp_path / "cumsum.py"
+    odd = tmp_path / "sort.py"
     odd.write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-        "    def forward(self, x):\n        return torch.cumsum(x, dim=1)\n\n\n"
+        "    def forward(self, x):\n        return torch.sort(x, dim=1).values\n\n\n"
         "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\n"
         "def get_init_inputs():\n    return []\n"
     )

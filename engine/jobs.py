@@ -5,8 +5,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field
 
-# Activities that the budget ledger counts GPU-seconds for.
-ACTIVITIES = ("compile", "check", "time", "profile")
+# What an evaluation's seconds went to. Compiling (the runner's start, importing the candidate,
+# its first call, where Triton compiles) is CPU work; the rest held the GPU: the judge's inputs
+# and float64 reference, the candidate's checked calls, its timing, and profiles.
+CPU_ACTIVITIES = ("compile",)
+GPU_ACTIVITIES = ("reference", "check", "time", "profile")
+ACTIVITIES = CPU_ACTIVITIES + GPU_ACTIVITIES
 
 
 def normalized_source(source: str) -> str:
@@ -80,7 +84,7 @@ class EvalResult:
     error: float | None = None  # worst normalized error seen by the correctness check
     tolerance: float | None = None
     timings: list[ShapeTiming] = field(default_factory=list)
-    gpu_seconds: dict[str, float] = field(default_factory=dict)  # by activity
+    gpu_seconds: dict[str, float] = field(default_factory=dict)  # seconds by activity
     profile: dict | None = None  # diagnosis (engine.profiler), when the rung profiled
     census: dict | None = None  # the kernel census over every target size, when one ran
     meaningful: bool = True  # False on the cpu backend: timings mean nothing there

@@ -32,6 +32,7 @@ EVENT_KINDS = (
     "rejected",
     "evaluated",
     "census",
+    "fidelity",
     "promoted",
     "pruned",
     "command_applied",

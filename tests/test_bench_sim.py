@@ -43,7 +43,7 @@ def bench(*args, check=True):
 def sim_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "50gpu-s",
-          "--ablation", "softmax", "--seed", "0", "--out", str(out))  # fmt: skip
+          "--ablation", "softmax", "--seed", "2", "--out", str(out))  # fmt: skip
     return out, json.loads((out / "sim.json").read_text())
 
 
@@ -63,7 +63,7 @@ def test_rows_hold_every_field_with_consistent_values(sim_bench):
         assert "compile" in r["notes"]
         assert r["speedup_eager"] == pytest.approx(r["eager_ms"]["median"] / r["best_ms"]["median"])
         assert r["fraction_of_floor"] == pytest.approx(r["floor_ms"] / r["best_ms"]["median"])
-        assert 0 < r["gpu_seconds_to_best"] <= r["gpu_seconds_total"]
+        assert 0 < r["gpu_seconds_to_best"] <= r["gpu_seconds_total"] + 1e-6  # progress: 6 places
         search = results["searches"][f"{r['problem']}/ladder"]
         assert r["gpu_seconds_total"] == search["gpu_seconds_total"]
         assert sum(search["gpu_seconds_by_activity"].values()) == pytest.approx(
@@ -160,7 +160,7 @@ def test_a_search_without_a_passing_candidate_keeps_its_eager_row():
     labels = [s.label for s in problem.full]
     times = time_contenders(problem, labels, {}, "sim", seed=0)
     search = SearchOutcome("softmax-ladder", None, None, "budget spent: evaluations", [], 4.0,
-                           {"time": 4.0}, {"0": 4.0}, 2, 2, [])  # fmt: skip
+                           {"time": 4.0}, {"compile": 1.0}, 9.0, {"0": 4.0}, 2, 2, [])  # fmt: skip
     work = {label: size_work(problem, problem.size(label)) for label in labels}
     rows = problem_rows(problem, search, work, times, {
         "copy_bytes_per_s": 4e12, "fp32_flops_per_s": 5e13, "tf32_flops_per_s": 3e14,

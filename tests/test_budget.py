@@ -32,14 +32,33 @@ def test_increase_needs_plus():
 def test_ledger_stops_at_first_limit_spent():
     ledger = Ledger()
     limits = {"evaluations": 2, "gpu_seconds": 100}
-    assert ledger.charge_evaluation(0, {"compile": 1.0, "time": 2.0}) == 3.0
+    assert ledger.charge_evaluation(0, {"reference": 0.5, "time": 2.0}) == 2.5
     assert ledger.exhausted(limits) is None
-    ledger.charge_evaluation(1, {"time": 3.0, "profile": 1.0})
+    ledger.charge_evaluation(1, {"time": 3.0, "profile": 1.5})
     assert ledger.exhausted(limits) == "evaluations"
     assert ledger.gpu_seconds == 7.0
-    assert ledger.gpu_seconds_by_rung == {"0": 3.0, "1": 4.0}
-    assert ledger.share(4.0) == pytest.approx(4 / 7)
+    assert ledger.gpu_seconds_by_rung == {"0": 2.5, "1": 4.5}
+    assert ledger.share(4.5) == pytest.approx(4.5 / 7)
     assert ledger.left(limits)["gpu_seconds"] == 93
+
+
+def test_compiling_counts_against_wall_time_not_gpu_seconds():
+    """The GPU is not held while Triton compiles: compile seconds are CPU seconds; idle is the
+    wall time that went to neither."""
+    ledger = Ledger()
+    assert ledger.charge_evaluation(0, {"compile": 4.0, "check": 1.0, "time": 2.0}) == 3.0
+    assert ledger.gpu_seconds == 3.0 and ledger.cpu_seconds_by_activity == {"compile": 4.0}
+    assert ledger.exhausted({"gpu_seconds": 3.5}) is None
+    ledger.wall_seconds = 10.0
+    assert ledger.idle_seconds == pytest.approx(3.0)
+    assert ledger.exhausted({"gpu_seconds": 3.5, "wall_seconds": 10.0}) == "wall_seconds"
+
+
+def test_a_ledger_stored_before_the_split_moves_its_compile_seconds_off_the_gpu():
+    stored = {**Ledger().to_dict(), "gpu_seconds_by_activity": {"compile": 5.0, "time": 2.0}}
+    del stored["cpu_seconds_by_activity"]
+    ledger = Ledger.from_dict(stored)
+    assert ledger.gpu_seconds == 2.0 and ledger.cpu_seconds_by_activity == {"compile": 5.0}
 
 
 @pytest.mark.parametrize("nothing", ["0evals", "0m", "0.0h", "$0", "0gpu-s"])
@@ -70,11 +89,14 @@ def test_the_ledgers_gpu_seconds_and_evaluations_are_sums_over_the_stored_evalua
     by_rung, by_activity = {}, {}
     for e in evaluations:
         key = str(e["rung"])
-        by_rung[key] = by_rung.get(key, 0.0) + sum(e["gpu_seconds"].values())
+        held = {a: s for a, s in e["gpu_seconds"].items() if a != "compile"}
+        by_rung[key] = by_rung.get(key, 0.0) + sum(held.values())
         for activity, seconds in e["gpu_seconds"].items():
             by_activity[activity] = by_activity.get(activity, 0.0) + seconds
     assert ledger.evaluations == len(evaluations) == 30
     assert ledger.gpu_seconds_by_rung == pytest.approx(by_rung)
-    assert {k: v for k, v in ledger.gpu_seconds_by_activity.items() if v} == pytest.approx(
+    books = {**ledger.gpu_seconds_by_activity, **ledger.cpu_seconds_by_activity}
+    assert {k: v for k, v in books.items() if v} == pytest.approx(
         {k: v for k, v in by_activity.items() if v}
     )
+    assert by_activity["compile"] > 0 and "compile" not in ledger.gpu_seconds_by_activity

@@ -19,7 +19,9 @@ class SearchOutcome:
     stop_reason: str | None
     progress: list  # [[gpu_seconds, best speedup], ...] each time the best changed
     gpu_seconds_total: float
-    gpu_seconds_by_activity: dict  # compile, check, time, profile
+    gpu_seconds_by_activity: dict  # reference, check, time, profile: the GPU held
+    cpu_seconds_by_activity: dict  # compile
+    wall_seconds: float
     gpu_seconds_by_rung: dict
     evaluations: int
     candidates: int
@@ -63,6 +65,8 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
             progress=[list(p) for p in engine.search.progress],
             gpu_seconds_total=engine.ledger.gpu_seconds,
             gpu_seconds_by_activity=dict(engine.ledger.gpu_seconds_by_activity),
+            cpu_seconds_by_activity=dict(engine.ledger.cpu_seconds_by_activity),
+            wall_seconds=engine.ledger.wall_seconds,
             gpu_seconds_by_rung=dict(engine.ledger.gpu_seconds_by_rung),
             evaluations=engine.ledger.evaluations,
             candidates=len(engine.population),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from engine.jobs import ACTIVITIES
+from engine.jobs import CPU_ACTIVITIES, GPU_ACTIVITIES
 
 LIMIT_KINDS = ("wall_seconds", "gpu_seconds", "evaluations", "llm_usd")
 
@@ -69,11 +69,18 @@ def parse_budget_increase(text: str) -> tuple[str, float]:
 class Ledger:
     """What the search has spent, stored with every step's checkpoint. The GPU-seconds and the
     evaluation count are sums over the stored evaluations; wall time and the LLM's tokens,
-    requests and cost are counted here only."""
+    requests and cost are counted here only.
+
+    GPU-seconds count only time the GPU was held (the judge's reference, checks, timing,
+    profiles); compiling is CPU work and counts against wall time alone; idle is the wall time
+    that went to neither (the engine's own steps, the generator)."""
 
     gpu_seconds_by_rung: dict[str, float] = field(default_factory=dict)
     gpu_seconds_by_activity: dict[str, float] = field(
-        default_factory=lambda: {a: 0.0 for a in ACTIVITIES}
+        default_factory=lambda: {a: 0.0 for a in GPU_ACTIVITIES}
+    )
+    cpu_seconds_by_activity: dict[str, float] = field(
+        default_factory=lambda: {a: 0.0 for a in CPU_ACTIVITIES}
     )
     llm_tokens_in: int = 0
     llm_tokens_out: int = 0
@@ -86,15 +93,20 @@ class Ledger:
     def gpu_seconds(self) -> float:
         return sum(self.gpu_seconds_by_activity.values())
 
+    @property
+    def idle_seconds(self) -> float:
+        busy = self.gpu_seconds + sum(self.cpu_seconds_by_activity.values())
+        return max(0.0, self.wall_seconds - busy)
+
     def charge_evaluation(self, rung: int, by_activity: dict[str, float]) -> float:
         """Count one evaluation; returns the GPU-seconds it spent."""
-        spent = sum(by_activity.values())
+        for activity, seconds in by_activity.items():
+            on_cpu = activity in CPU_ACTIVITIES
+            book = self.cpu_seconds_by_activity if on_cpu else self.gpu_seconds_by_activity
+            book[activity] = book.get(activity, 0.0) + seconds
+        spent = sum(s for a, s in by_activity.items() if a not in CPU_ACTIVITIES)
         key = str(rung)
         self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
-        for activity, seconds in by_activity.items():
-            self.gpu_seconds_by_activity[activity] = (
-                self.gpu_seconds_by_activity.get(activity, 0.0) + seconds
-            )
         self.evaluations += 1
         return spent
 
@@ -134,4 +146,10 @@ class Ledger:
 
     @classmethod
     def from_dict(cls, d: dict) -> Ledger:
+        """A stored ledger; one stored before compiling was counted apart has its compile
+        seconds among the GPU-seconds: they move to the CPU's."""
+        d = {**d, "gpu_seconds_by_activity": dict(d["gpu_seconds_by_activity"])}
+        if "cpu_seconds_by_activity" not in d:
+            compile_s = d["gpu_seconds_by_activity"].pop("compile", 0.0)
+            d["cpu_seconds_by_activity"] = {"compile": compile_s}
         return cls(**d)

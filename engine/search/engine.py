@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
-from engine.jobs import EvalJob, EvalResult, source_sha256
+from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
 from engine.problems import Problem
 from engine.records import Candidate, RungResult
-from engine.search import report, scheduler
+from engine.search import fidelity, report, scheduler
 from engine.search.budget import Ledger
 from engine.search.commands import apply_command
 from engine.search.score import score, speedup_summary
@@ -49,6 +49,9 @@ class SearchState:
     state: str = "running"  # one of engine.session_files.SEARCH_STATES
     stop_reason: str | None = None
     progress: list = field(default_factory=list)  # [gpu_seconds, best speedup] when best improves
+    rung0_level: int = 0  # how often rung 0's fidelity was raised (engine.search.fidelity)
+    agreement: list = field(default_factory=lambda: [0, 0])  # [agreeing, decided] pairs
+    rung0_promotions: int = 0  # promotions out of rung 0: every AUDIT_EVERY-th is an audit
 
 
 class Engine:
@@ -222,12 +225,24 @@ class Engine:
 
     # -- scheduling --------------------------------------------------------------------------------
 
+    def spec(self, rung: int) -> RungSpec:
+        """The rung as it is measured now: rung 0 at its current fidelity."""
+        if rung or self.top_rung == 0:
+            return self.ladder[rung]
+        return fidelity.rung0_spec(self.ladder[0], self.ladder[-1], self.search.rung0_level)
+
     def next_job(self, write: StepWrite) -> tuple[Candidate, int] | None:
         promotion = scheduler.next_promotion(self.index, list(self.pinned.values()), self.top_rung)
         if promotion:
             c, rung = promotion
+            why = ""
+            if rung == 1:
+                self.search.rung0_promotions += 1
+                audit = self.search.rung0_promotions % fidelity.AUDIT_EVERY == 0 and self.audit()
+                if audit:
+                    c, why = audit, " (audit: from outside rung 0's quota)"
             c.promoted_from.append(c.rung)
-            self.event(write, "promoted", f"{c.id} climbs to rung {rung}", candidate=c.id)
+            self.event(write, "promoted", f"{c.id} climbs to rung {rung}{why}", candidate=c.id)
             self.generate(write, "mutate", c, CHILDREN_PER_PROMOTION)
             return c, rung
         while not self.search.queue:
@@ -243,6 +258,13 @@ class Engine:
                 self.search.exhausted.append(parent.id)
         cid = self.search.queue.pop(0)
         return self.by_id[cid], 0
+
+    def audit(self) -> Candidate | None:
+        """A candidate waiting at rung 0 outside its quota, drawn at random."""
+        quota = set(map(id, scheduler.promotable(self.index, 0)))
+        outside = [c for c in self.index.measured(0)
+                   if scheduler.waiting(c, 0) and id(c) not in quota]  # fmt: skip
+        return self.rng.choice(sorted(outside, key=lambda c: c.seq)) if outside else None
 
     def next_parent(self) -> Candidate | None:
         """With nothing queued or promotable: the best survivor whose neighbourhood may still hold
@@ -296,6 +318,8 @@ class Engine:
         c.results[rung] = RungResult(score(speedup, cv, rung), speedup, low, high, cv, samples)
         self.index.add(c, rung)
         c.status = "done" if rung == self.top_rung else "alive"
+        if rung == 1 and 0 in c.results:
+            self.watch_agreement(write, c)
         if result.profile is not None:
             c.profile = result.profile
             self.profiled_origins.setdefault(c.origin, result.profile)
@@ -311,6 +335,25 @@ class Engine:
             top = best.best_result.speedup
             if not self.search.progress or self.search.progress[-1][1] != top:
                 self.search.progress.append([round(self.ledger.gpu_seconds, 6), top])
+
+    def watch_agreement(self, write: StepWrite, c: Candidate) -> None:
+        """Count `c`'s pairs decided at rung 1; raise rung 0's fidelity while it disagrees."""
+        agree, decided = fidelity.decided_pairs(c, self.index.measured(1))
+        self.search.agreement = [self.search.agreement[0] + agree,
+                                 self.search.agreement[1] + decided]  # fmt: skip
+        agree, decided = self.search.agreement
+        top = fidelity.max_level(self.ladder[0], self.ladder[-1])
+        if (decided < fidelity.MIN_DECIDED_PAIRS or agree >= fidelity.AGREEMENT_FLOOR * decided
+                or self.search.rung0_level >= top):  # fmt: skip
+            return
+        self.search.rung0_level += 1
+        self.search.agreement = [0, 0]
+        now = self.spec(0)
+        flat = " (the top rung's: a flat search)" if self.search.rung0_level >= top else ""
+        self.event(write, "fidelity",
+                   f"rung 0 ranks as rung 1 does in only {agree} of {decided} pairs that rung 1 "
+                   f"decides: rung 0 now times {now.reps} repetitions over {now.input_sets} "
+                   f"input sets{flat}")  # fmt: skip
 
     def would_lead(self, result: EvalResult, rung: int) -> bool:
         """Whether `result` would rank first at `rung`: a new best is censused before it is
@@ -339,7 +382,7 @@ class Engine:
         return spent + expected <= PROFILE_SHARE * (self.ledger.gpu_seconds + expected)
 
     def evaluate(self, c: Candidate, rung: int) -> EvalResult:
-        spec = self.ladder[rung]
+        spec = self.spec(rung)
         if spec.profile and (
             self.strategy_profile(c.origin) is not None or not self.profile_affordable()
         ):

@@ -16,6 +16,10 @@ def ledger_summary(engine_like) -> dict:
         "gpu_seconds_by_activity": {
             k: round(v, 6) for k, v in ledger.gpu_seconds_by_activity.items()
         },
+        "cpu_seconds_by_activity": {
+            k: round(v, 6) for k, v in ledger.cpu_seconds_by_activity.items()
+        },
+        "idle_seconds": round(ledger.idle_seconds, 3),
         "llm_tokens_in": ledger.llm_tokens_in,
         "llm_tokens_out": ledger.llm_tokens_out,
         "llm_cost_usd": round(ledger.llm_cost_usd, 6),
@@ -41,19 +45,31 @@ def best_summary(engine_like) -> dict | None:
 
 def rung_summary(engine_like) -> list[dict]:
     out = []
-    for spec in engine_like.ladder:
+    for rung in range(len(engine_like.ladder)):
+        spec = engine_like.spec(rung)  # as measured now: rung 0 at its current fidelity
         measured = engine_like.index.measured(spec.index)
         out.append(
             {
                 "index": spec.index,
                 "sizes": list(spec.size_labels),
                 "reps": spec.reps,
+                "input_sets": spec.input_sets,
                 "profile": spec.profile,
                 "measured": len(measured),
                 "promoted": len(engine_like.index.measured(spec.index + 1)),
             }
         )
     return out
+
+
+def agreement_summary(engine_like) -> dict:
+    """How well rung 0 ranks as rung 1 does, since its fidelity last changed."""
+    agree, decided = engine_like.search.agreement
+    return {
+        "agreement": round(agree / decided, 4) if decided else None,
+        "decided_pairs": decided,
+        "rung0_level": engine_like.search.rung0_level,
+    }
 
 
 def budget_summary(engine_like) -> dict:
@@ -83,6 +99,7 @@ def snapshot(engine_like, all_rows: bool = False) -> dict:
         "ledger": ledger_summary(engine_like),
         "progress": search.progress,
         "rungs": rung_summary(engine_like),
+        "agreement": agreement_summary(engine_like),
         "candidates_total": len(engine_like.population),
         "candidates": [candidate_row(c) for c in rows],
         "queue": list(search.queue),

@@ -1,9 +1,12 @@
-"""The default ladder of fidelity rungs.
+"""The default ladder of fidelity rungs. Every rung times every target shape: a cheap rung that
+timed another shape (the smallest, say: latency-bound where the targets are bandwidth-bound) would
+rank candidates by the wrong quantity, and no number of repetitions fixes a biased proxy.
 
-rung 0  screen:  the smallest full size, 3 warm-ups, 10 repetitions, 2 input sets. Cheap enough
-                 to look at every candidate; the reference is timed interleaved so the speedup
-                 is measured in the same conditions.
-rung 1  compare: every full size, 30 repetitions, 3 input sets, and one Nsight Compute profile
+rung 0  race:    every full size, 1 warm-up, 5 repetitions, 1 input set. Cheap enough to look at
+                 every candidate; the reference is timed interleaved so the speedup is measured in
+                 the same conditions. When rung 1 disagrees with its ranking, the scheduler raises
+                 its repetitions (engine.search.fidelity).
+rung 1  compare: every full size, 20 repetitions, 2 input sets, and one Nsight Compute profile
                  (on the largest size) whose diagnosis guides the mutations of the survivors:
                  once per strategy, and only while profiles hold at most a quarter of the
                  GPU-seconds spent (engine.search.engine.PROFILE_SHARE).
@@ -16,14 +19,8 @@ labelled so) and the repetitions are cut, since the interpreter is slow.
 
 from __future__ import annotations
 
-import math
-
 from engine.jobs import RungSpec
 from engine.problems import Problem
-
-
-def element_count(params: dict) -> int:
-    return math.prod(v for v in params.values() if isinstance(v, int)) or 1
 
 
 def default_ladder(problem: Problem, backend: str) -> list[RungSpec]:
@@ -31,15 +28,14 @@ def default_ladder(problem: Problem, backend: str) -> list[RungSpec]:
     if not sizes:
         sizes = list(problem.sizes)
     labels = tuple(s.label for s in sizes)
-    smallest = min(sizes, key=lambda s: element_count(s.params)).label
     if backend == "cpu":
         return [
-            RungSpec(0, (smallest,), warmup=1, reps=3, input_sets=1),
+            RungSpec(0, labels, warmup=1, reps=3, input_sets=1),
             RungSpec(1, labels, warmup=1, reps=5, input_sets=2, profile=True),
             RungSpec(2, labels, warmup=1, reps=8, input_sets=2),
         ]
     return [
-        RungSpec(0, (smallest,), warmup=3, reps=10, input_sets=2),
-        RungSpec(1, labels, warmup=5, reps=30, input_sets=3, profile=True),
+        RungSpec(0, labels, warmup=1, reps=5, input_sets=1),
+        RungSpec(1, labels, warmup=5, reps=20, input_sets=2, profile=True),
         RungSpec(2, labels, warmup=10, reps=100, input_sets=4),
     ]

@@ -19,7 +19,7 @@ from engine.worker.failures import death_message
 from engine.worker.sandbox import worker_environment
 
 # What each phase the worker announces is counted as in the budget ledger.
-PHASE_ACTIVITY = {"compile": "compile", "run": "check", "time": "time"}
+PHASE_ACTIVITY = {"compile": "compile", "reference": "reference", "run": "check", "time": "time"}
 STDERR_TAIL_LINES = 40
 # The engine's deadline for a phase exceeds the judge's own by this much, so that the judge,
 # which kills only the runner, is the one that normally acts.
@@ -32,14 +32,15 @@ class Timeouts:
 
     start_s: float = 180.0  # a fresh worker importing torch and triton
     compile_s: float = 180.0  # importing the candidate and its first launch (compiles kernels)
-    run_s: float = 120.0  # each further run of the check (float64 reference included)
+    run_s: float = 120.0  # each further run of the check; the judge's inputs and reference
     time_s: float = 300.0  # timing one size
 
     def for_phase(self, phase: str) -> float:
-        return {"compile": self.compile_s, "run": self.run_s, "time": self.time_s}[phase]
+        return self.for_judge()[phase]
 
     def for_judge(self) -> dict:
-        return {"compile": self.compile_s, "run": self.run_s, "time": self.time_s}
+        return {"compile": self.compile_s, "reference": self.run_s, "run": self.run_s,
+                "time": self.time_s}  # fmt: skip
 
 
 def _failure(reason: str, message: str) -> dict:
@@ -172,6 +173,7 @@ class WorkerClient:
                 self._kill()
                 what = {
                     "compile": "compiling and the first run",
+                    "reference": "the judge's inputs and reference",
                     "run": "one run",
                     "time": "timing one size",
                 }[phase]

@@ -8,6 +8,7 @@ deadline; the judge holds each runner command to the same deadlines and kills a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from engine.worker.template import RunnerTemplate
 OUTPUT_REASONS = frozenset(
     "wrong_output nan_output unwritten_output constant_output wrong_shape bad_output_type".split()
 )
-DEFAULT_DEADLINES = {"compile": 180.0, "run": 120.0, "time": 300.0}
+DEFAULT_DEADLINES = {"compile": 180.0, "reference": 120.0, "run": 120.0, "time": 300.0}
 # What reading a reply of the wrong shape raises in the judge.
 MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
@@ -85,6 +86,17 @@ class Evaluation:
         if "error" in reply:
             raise CandidateRejected(*classify_error(reply["error"], self.phase))
         return reply
+
+    @contextlib.contextmanager
+    def judging(self):
+        """The judge's own GPU work (inputs, weights, the float64 reference): the "reference"
+        phase, which the ledger counts apart from the candidate's compile, check and time."""
+        previous = self.phase
+        self.enter("reference")
+        try:
+            yield
+        finally:
+            self.enter(previous)
 
     def next_run(self) -> None:
         """The candidate's first call compiles its kernels: under the compile deadline."""
@@ -165,8 +177,9 @@ class Evaluation:
 
     def check_once(self, model, inputs: list, earlier: list) -> tuple:
         """One guarded call of the candidate on `inputs`, judged against the reference."""
+        with self.judging():
+            reference = compute_reference(model, inputs)
         self.next_run()
-        reference = compute_reference(model, inputs)
         try:
             outputs = self.checked_call(reference)
         finally:
@@ -231,30 +244,35 @@ class Evaluation:
 
     def check(self, problem, size: dict) -> None:
         seeds = self.request["check_seeds"]
-        model, init = build_model(problem, size["params"], seeds[0], self.device)
+        with self.judging():
+            model, init = build_model(problem, size["params"], seeds[0], self.device)
         self.build(model, init, seeds[0])
         prints: list = []
         for seed in seeds:
-            inputs = make_inputs(problem, size["params"], seed, self.device)
+            with self.judging():
+                inputs = make_inputs(problem, size["params"], seed, self.device)
             prints.append(self.check_once(model, inputs, prints))
 
     def time_and_recheck(self, problem, size: dict) -> dict:
         """Raw samples for one size, then the timed instance checked again on a fresh seed."""
         timing = self.request["timing"]
         seed = timing["seed"]
-        model, init = build_model(problem, size["params"], seed, self.device)
+        with self.judging():
+            model, init = build_model(problem, size["params"], seed, self.device)
         self.build(model, init, seed)
-        input_sets = [
-            make_inputs(problem, size["params"], seed + k, self.device)
-            for k in range(max(1, timing["input_sets"]))
-        ]
+        with self.judging():
+            input_sets = [
+                make_inputs(problem, size["params"], seed + k, self.device)
+                for k in range(max(1, timing["input_sets"]))
+            ]
         self.next_run()
         try:
             samples = time_size(self, model, input_sets, timing, self.calibration)
         finally:
             self.release_shared()
         del input_sets
-        recheck = make_inputs(problem, size["params"], timing["recheck_seed"], self.device)
+        with self.judging():
+            recheck = make_inputs(problem, size["params"], timing["recheck_seed"], self.device)
         try:
             self.check_once(model, recheck, [])
         except CandidateRejected as exc:

@@ -1,4 +1,5 @@
-"""The "Budget" pane: the ledger by rung and activity, LLM spend, what is left, and progress."""
+"""The "Budget" pane: the ledger by rung and activity (GPU-held, then compiling and idle), LLM
+spend, what is left, and progress."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def budget_content(snapshot: dict) -> Content:
     ledger = snapshot.get("ledger") or {}
     by_rung = sorted((ledger.get("gpu_seconds_by_rung") or {}).items())
     by_activity = (ledger.get("gpu_seconds_by_activity") or {}).items()
+    off_gpu = [*(ledger.get("cpu_seconds_by_activity") or {}).items()]
+    if "idle_seconds" in ledger:
+        off_gpu.append(("idle", ledger["idle_seconds"]))
     best = (snapshot.get("best") or {}).get("speedup")
     header = f"{'':<{LABEL_WIDTH}}{'spent':>10}  {'limit':>10}  {'left':>10}"
     lines = [Content.assemble((header, "$text-muted"))]
@@ -57,6 +61,10 @@ def budget_content(snapshot: dict) -> Content:
         labelled(
             "GPU by activity",
             "  ".join(f"{name} {duration(s)}" for name, s in by_activity) or MISSING,
+        ),
+        labelled(
+            "off the GPU",
+            "  ".join(f"{name} {duration(s)}" for name, s in off_gpu) or MISSING,
         ),
         labelled(
             "LLM tokens",

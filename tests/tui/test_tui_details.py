@@ -19,8 +19,8 @@ from kbtui.widgets.profiler import ProfilerPane
 from kbtui.widgets.status import SessionStatus
 
 FAST_POLL = 0.05
-FASTER_BELOW = "c0002"  # a speedup of 1.25 below c0041's 1.21: its noisy timings cost it score
-SHARES_PROFILE = "c0026"  # matvec.persistent, profiled on c0021
+FASTER_BELOW = "c0018"  # a speedup of 1.23 below c0010's 1.16: its noisy timings cost it score
+SHARES_PROFILE = "c0037"  # matvec.row_block, whose profile is the best's (c0030)
 pytestmark = pytest.mark.anyio
 
 
@@ -38,7 +38,7 @@ async def test_the_noise_pane_says_why_a_faster_row_ranks_below(session):
         await settle(pilot)
         await select(pilot, FASTER_BELOW)
         assert text_of(app.query_one(NoisePane)).split("\n")[1] == (
-            "score 1.17 = speedup 1.25× × 0.94 (bonus per rung, penalty for CV 6.1%)"
+            "score 1 = speedup 1.23× × 0.82 (bonus per rung, penalty for CV 13.2%)"
         )
     assert "best The top score: a faster but noisier or less measured row can sit below it" in (
         words(help_content().plain)
@@ -107,8 +107,8 @@ async def test_a_candidate_shares_the_profile_of_its_strategy(session):
         await select(pilot, SHARES_PROFILE)
         await pilot.press("2")
         assert words(text_of(app.query_one(ProfilerPane))).startswith(
-            f"{SHARES_PROFILE} shares the profile of c0021: its strategy matvec.persistent is "
-            "profiled once, and that profile guides its mutations profiler unavailable: sim"
+            f"{SHARES_PROFILE} shares the profile of c0030: its strategy matvec.row_block is "
+            "profiled once, and that profile guides its mutations"
         )
 
 

@@ -17,8 +17,8 @@ from kbtui.widgets.diff import DiffPane
 from kbtui.widgets.queue import QueueTable
 
 FAST_POLL = 0.05
-PRUNED = "c0015"  # pruned at rung 1 in the sim run, in the middle of the Queue
-BEST, BEST_PARENT = "c0028", "c0023"  # the sim run's best candidate and its parent
+PRUNED = "c0010"  # pruned at rung 1 in the sim run, in the middle of the Queue
+BEST, BEST_PARENT = "c0030", "c0016"  # the sim run's best candidate and its parent
 pytestmark = pytest.mark.anyio
 
 
@@ -75,17 +75,17 @@ def source_lines(paths, candidate_id: str) -> int:
 
 async def test_diff_shows_the_changed_hunk_and_the_whole_file_on_request(session):
     """At 140 columns the Diff pane is 54 wide: it shows the one changed line of the best with
-    three lines of context around it, one line per source line (long lines scroll sideways);
-    `w` shows the whole file, `w` again the changes."""
+    up to three lines of context around it (the file ends one line after it), one line per
+    source line (long lines scroll sideways); `w` shows the whole file, `w` again the changes."""
     app = KernelBrainApp(session, poll_seconds=FAST_POLL)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
         await pilot.press("3")
         assert app.selected_id == BEST and app.diff_target == "parent"
         lines = diff_lines(app)
-        assert lines[0].strip() == "⋯ 54 unchanged lines"
-        assert [line[10] for line in lines[1:]] == [" ", " ", " ", "-", "+", " ", " "]
-        assert "BLOCK_K=512" in lines[4] and "BLOCK_K=256" in lines[5]
+        assert lines[0].strip() == "⋯ 52 unchanged lines"
+        assert [line[10] for line in lines[1:]] == [" ", " ", " ", "-", "+", " "]
+        assert "num_stages=2" in lines[4] and "num_stages=3" in lines[5]
         body = app.query_one(DiffPane).query_one(ScrollableContainer)
         assert body.max_scroll_x > 0  # the long lines scroll instead of wrapping
 
@@ -110,7 +110,7 @@ async def test_m_fills_the_screen_with_the_panes_and_back(session):
         assert app.screen.maximized is app.query_one(TabbedContent)
         assert not app.query_one(QueueTable).has_focus
         left, right = diff_lines(app)[1].split("│")
-        assert left.split()[0] == right.split()[0] == "55"  # side by side
+        assert left.split()[0] == right.split()[0] == "53"  # side by side
         await pilot.press("m")
         await pilot.pause()
         assert app.screen.maximized is None and app.query_one(QueueTable).has_focus

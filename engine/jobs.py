@@ -46,6 +46,7 @@ class EvalJob:
     rung: RungSpec
     seed: int  # drives input generation and, on sim, the synthetic timings
     check: bool = True  # run the correctness gate (always at the first evaluation)
+    session_seed: int = 0  # picks the session's seed pools (engine.backends.local.seed_pools)
 
     @property
     def sha256(self) -> str:
@@ -89,6 +90,7 @@ class EvalResult:
     census: dict | None = None  # the kernel census over every target size, when one ran
     meaningful: bool = True  # False on the cpu backend: timings mean nothing there
     precision: str = "fp32"  # what the kernel computed in (fp32, tf32, fp16, bf16)
+    references: dict = field(default_factory=dict)  # {"banked": n, "computed": n} by the judge
 
     def to_dict(self) -> dict:
         return asdict(self)

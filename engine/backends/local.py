@@ -3,7 +3,9 @@ and correctness, timings that mean nothing and say so). Candidates run only in w
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
 import shutil
 import tempfile
 import threading
@@ -22,12 +24,32 @@ from engine.worker.client import Timeouts, WorkerClient
 # never overlap. The engine's loop evaluates one candidate at a time, so only a caller running
 # several backends on one device in threads ever waits on it.
 _GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
-# Offsets that keep the seeds of checks, timing inputs and the re-check apart.
-CHECK_SEED_STRIDE, TIMING_SEED_OFFSET, RECHECK_SEED_OFFSET = 7919, 104729, 1299709
+# Seeds of the `check` command's inputs, and the offset of an evaluation's timing inputs.
+CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
+# A session's pools: the check seeds each candidate draws a few of, and the re-check seeds (never
+# timing inputs) each timing draws one of; the judge banks their references
+# (engine.worker.reference_bank).
+CHECK_POOL, RECHECK_POOL = 8, 4
 
 
 def check_seeds(seed: int, count: int) -> list[int]:
     return [seed * CHECK_SEED_STRIDE + i for i in range(count)]
+
+
+def seed_pools(session_seed: int) -> tuple[int, list[int], list[int]]:
+    """(weights seed, check seeds, re-check seeds) of a session, apart from any timing seed."""
+    base = int(hashlib.sha256(f"kernelbrain pools {session_seed}".encode()).hexdigest()[:12], 16)
+    checks = [base + 1 + i for i in range(CHECK_POOL)]
+    return base, checks, [base + 1 + CHECK_POOL + i for i in range(RECHECK_POOL)]
+
+
+def job_seeds(job: EvalJob) -> tuple[int, list[int], int]:
+    """(weights seed, check seeds, re-check seed) of one evaluation, drawn from its session's
+    pools by the evaluation's own seed: candidates see varied subsets of the same input sets."""
+    model_seed, checks, rechecks = seed_pools(job.session_seed)
+    draw = random.Random(job.seed)
+    seeds = draw.sample(checks, min(job.rung.check_seeds, CHECK_POOL)) if job.check else []
+    return model_seed, seeds, draw.choice(rechecks)
 
 
 class LocalBackend:
@@ -77,6 +99,7 @@ class LocalBackend:
             "allowed_torch_ops": list(problem.allowed_torch_ops),
             "sizes": [{"label": s.label, "params": s.params} for s in sizes],
             "check_seeds": [],
+            "model_seed": 0,
             "timing": None,
             **extra,
         }
@@ -101,10 +124,10 @@ class LocalBackend:
                  ) -> EvalResult:  # fmt: skip
         """Gate (when job.check) and time; `sizes` overrides the rung's (the check command)."""
         sizes = sizes or self.sizes_for(problem, job.rung.size_labels)
-        seeds = check_seeds(job.seed, job.rung.check_seeds) if job.check else []
+        model_seed, seeds, recheck_seed = job_seeds(job)
         timing = {
             "seed": job.seed + TIMING_SEED_OFFSET,
-            "recheck_seed": job.seed + RECHECK_SEED_OFFSET,
+            "recheck_seed": recheck_seed,
             "warmup": job.rung.warmup,
             "reps": job.rung.reps,
             "input_sets": job.rung.input_sets,
@@ -113,7 +136,8 @@ class LocalBackend:
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
-        request = self.judge_request(problem, job.source, sizes, check_seeds=seeds, timing=timing)
+        request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
+                                     model_seed=model_seed, timing=timing)  # fmt: skip
         with self._gpu_lock():
             result = self._result(self.judge_client.run(request))
         if result.passed and job.rung.profile:
@@ -180,6 +204,7 @@ class LocalBackend:
             gpu_seconds=raw["gpu_seconds"],
             meaningful=self.timings_meaningful,
             precision=raw["precision"],
+            references=raw.get("references", {}),
         )
 
     def close(self) -> None:

@@ -53,7 +53,8 @@ def gate(problem, source: str, backend: str, seed: int):
     rung = RungSpec(0, labels, warmup=1, reps=4, input_sets=2)
     local = LocalBackend(device=backend)
     try:
-        result = local.evaluate(problem, EvalJob("check", source, rung, seed), sizes=sizes)
+        job = EvalJob("check", source, rung, seed, session_seed=seed)
+        result = local.evaluate(problem, job, sizes=sizes)
         local.census(problem, source, labels, result)  # on cuda: every kernel at every size
         return result
     finally:

@@ -393,6 +393,7 @@ class Engine:
             rung=spec,
             seed=self.settings.seed * 1_000_003 + c.seq * 101 + rung,
             check=not c.results,
+            session_seed=self.settings.seed,
         )
         return self.backend.evaluate(self.problem, job)
 

@@ -15,6 +15,7 @@ import threading
 import time
 
 from engine.worker.judge import evaluate
+from engine.worker.reference_bank import ReferenceBank
 from engine.worker.sandbox import isolation
 from engine.worker.template import RunnerTemplate
 
@@ -45,6 +46,7 @@ def main() -> int:
         protocol.flush()
 
     templates: dict[str, RunnerTemplate] = {}
+    banks: dict[str, ReferenceBank] = {}
     exit_with_parent()
     box = isolation()
     send(
@@ -58,9 +60,11 @@ def main() -> int:
             device = request["device"]
             if device not in templates:
                 templates[device] = RunnerTemplate(device)
+                banks[device] = ReferenceBank(device)
             result = evaluate(
-                request, lambda phase: send({"event": "phase", "phase": phase}), templates[device]
-            )
+                request, lambda phase: send({"event": "phase", "phase": phase}),
+                templates[device], banks[device],
+            )  # fmt: skip
             send({"event": "result", "result": result})
     finally:
         for template in templates.values():

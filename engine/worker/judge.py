@@ -9,6 +9,8 @@ deadline; the judge holds each runner command to the same deadlines and kills a 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from engine.runner.exchange import ExchangeError, decode_values, encode_values, 
 from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
 from engine.worker.failures import classify_death, classify_error, sanitize
 from engine.worker.judged_timing import calibrate, time_size
+from engine.worker.reference_bank import ReferenceBank
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
 from engine.worker.sandbox import TRITON_CACHE_NAME
 from engine.worker.template import RunnerTemplate
@@ -53,8 +56,11 @@ MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 class Evaluation:
     """State of one request: the runner holding the candidate, the phase, what was measured."""
 
-    def __init__(self, request: dict, send_phase, runner: RunnerProcess):
+    def __init__(self, request: dict, send_phase, runner: RunnerProcess, bank: ReferenceBank):
         self.request = request
+        self.bank = bank
+        self.banked_before = dict(bank.counts)
+        self.problem_digest = ""  # of the problem file's text, once run() has read it
         self.send_phase = send_phase
         self.runner = runner
         self.device = request["device"]
@@ -175,10 +181,18 @@ class Evaluation:
         dtype = str(floats[0]).removeprefix("torch.") if floats else "float32"
         return infer_precision(self.request["source"], dtype)
 
-    def check_once(self, model, inputs: list, earlier: list) -> tuple:
-        """One guarded call of the candidate on `inputs`, judged against the reference."""
+    def reference(self, problem, model, size: dict, seed: int):
+        """The reference for the input set of `seed`, from the bank when it holds it."""
+        key = (self.problem_digest, json.dumps(size["params"], sort_keys=True),
+               self.request["model_seed"], seed, self.device, self.policy)  # fmt: skip
         with self.judging():
-            reference = compute_reference(model, inputs)
+            return self.bank.get(
+                key, lambda: compute_reference(
+                    model, make_inputs(problem, size["params"], seed, self.device))
+            )  # fmt: skip
+
+    def check_once(self, model, reference, earlier: list) -> tuple:
+        """One guarded call of the candidate on the reference's inputs, judged against it."""
         self.next_run()
         try:
             outputs = self.checked_call(reference)
@@ -191,7 +205,7 @@ class Evaluation:
                 "returned the same output as for an earlier, different input; compute the output "
                 "from this call's inputs, never from a cache",
             )
-        precision = self.precision(inputs)
+        precision = self.precision(reference.inputs)
         error, tolerance = check_error(
             outputs, reference, self.request.get("tolerance"), self.policy, precision
         )
@@ -243,23 +257,22 @@ class Evaluation:
             self.runner.template.share_works = False
 
     def check(self, problem, size: dict) -> None:
-        seeds = self.request["check_seeds"]
+        model_seed = self.request["model_seed"]
         with self.judging():
-            model, init = build_model(problem, size["params"], seeds[0], self.device)
-        self.build(model, init, seeds[0])
+            model, init = build_model(problem, size["params"], model_seed, self.device)
+        self.build(model, init, model_seed)
         prints: list = []
-        for seed in seeds:
-            with self.judging():
-                inputs = make_inputs(problem, size["params"], seed, self.device)
-            prints.append(self.check_once(model, inputs, prints))
+        for seed in self.request["check_seeds"]:
+            reference = self.reference(problem, model, size, seed)
+            prints.append(self.check_once(model, reference, prints))
 
     def time_and_recheck(self, problem, size: dict) -> dict:
         """Raw samples for one size, then the timed instance checked again on a fresh seed."""
         timing = self.request["timing"]
-        seed = timing["seed"]
+        seed, model_seed = timing["seed"], self.request["model_seed"]
         with self.judging():
-            model, init = build_model(problem, size["params"], seed, self.device)
-        self.build(model, init, seed)
+            model, init = build_model(problem, size["params"], model_seed, self.device)
+        self.build(model, init, model_seed)
         with self.judging():
             input_sets = [
                 make_inputs(problem, size["params"], seed + k, self.device)
@@ -271,8 +284,7 @@ class Evaluation:
         finally:
             self.release_shared()
         del input_sets
-        with self.judging():
-            recheck = make_inputs(problem, size["params"], timing["recheck_seed"], self.device)
+        recheck = self.reference(problem, model, size, timing["recheck_seed"])
         try:
             self.check_once(model, recheck, [])
         except CandidateRejected as exc:
@@ -288,9 +300,11 @@ class Evaluation:
 
     def run(self) -> dict:
         reference_precision(self.policy)
+        path = Path(self.request["problem_path"])
         try:
-            problem = import_module_from(Path(self.request["problem_path"]), "problem")
-        except ProblemError as exc:
+            self.problem_digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            problem = import_module_from(path, "problem")
+        except (ProblemError, OSError) as exc:
             raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
         self.probe_sharing()  # before any candidate code is in the runner
         if self.request.get("timing"):
@@ -315,12 +329,16 @@ class Evaluation:
             "error": worst[0],
             "tolerance": worst[1],
             "precision": join_precisions(self.precisions),
+            "references": {
+                "banked": self.bank.counts["hits"] - self.banked_before["hits"],
+                "computed": self.bank.counts["misses"] - self.banked_before["misses"],
+            },
             "samples": samples or {},
             "fatal": False,
         }
 
 
-def evaluate(request: dict, send_phase, template: RunnerTemplate) -> dict:
+def evaluate(request: dict, send_phase, template: RunnerTemplate, bank: ReferenceBank) -> dict:
     """Judge one request with a fresh runner; a candidate's failure is a rejection, never an
     exception. The runner is closed afterwards: no candidate ever shares one. The candidate's
     compiled kernels are kept in `request["triton_cache"]` for its next runner."""
@@ -329,8 +347,8 @@ def evaluate(request: dict, send_phase, template: RunnerTemplate) -> dict:
         runner = template.fork(cache)
     except RunnerFailed as exc:
         reason, message = classify_death(exc.kind, exc.message)
-        return Evaluation(request, send_phase, None).verdict(False, reason, message)
-    job = Evaluation(request, send_phase, runner)
+        return Evaluation(request, send_phase, None, bank).verdict(False, reason, message)
+    job = Evaluation(request, send_phase, runner, bank)
     try:
         return job.run()
     except CandidateRejected as exc:

@@ -1,0 +1,118 @@
+"""The judge's reference bank: each check input set and its references (the judge's copy of the
+inputs, the float64 reference, PyTorch's own output and error) computed once per judge process
+and reused by every candidate checked on the same input set.
+
+The engine draws check and re-check seeds from small per-session pools (engine.backends.local),
+so candidates still see varied inputs while most references come from here. An entry is keyed by
+what determines it: the problem file's contents, the size, the weights' and the inputs' seeds,
+the device and the precision policy. Each entry's checksum, taken when it is stored, is checked
+before every use; an entry that no longer matches is dropped and recomputed.
+
+Memory is capped: entries live on the judge's device up to a share of its memory, then move to
+host memory (pinned on cuda) up to a cap, then the least recently used are dropped. A bank entry
+that is dropped costs only its recomputation.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+from engine.gate.correctness import Reference
+
+GPU_SHARE = 0.25  # of the device's memory, on cuda
+HOST_BYTES = 16 << 30
+CPU_DEVICE_BYTES = 4 << 30  # on the cpu backend "device" memory is host memory: one tier
+
+
+def tensors(reference: Reference) -> list[torch.Tensor]:
+    values = (*reference.inputs, *reference.ref64, *reference.expected)
+    return [t for t in values if isinstance(t, torch.Tensor)]
+
+
+def checksum(reference: Reference) -> list[float]:
+    """Per tensor: the float64 sums of its elements and of their squares, NaNs left out."""
+    sums = []
+    for t in tensors(reference):
+        x = t.detach().reshape(-1).double()
+        sums += [float(torch.nansum(x)), float(torch.nansum(x * x))]
+    return sums
+
+
+def moved(reference: Reference, device) -> Reference:
+    """The reference with every tensor on `device` (pinned when it goes to cuda's host)."""
+
+    def move(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        out = value.to(device)
+        return out.pin_memory() if str(device) == "cpu" and value.is_cuda else out
+
+    return Reference(
+        inputs=[move(x) for x in reference.inputs],
+        ref64=[move(x) for x in reference.ref64],
+        expected=[move(x) for x in reference.expected],
+        torch_error=reference.torch_error,
+    )
+
+
+@dataclass
+class Entry:
+    reference: Reference
+    checksum: list[float]
+    nbytes: int
+    on_host: bool = False
+
+
+class ReferenceBank:
+    def __init__(self, device: str, device_bytes: int | None = None, host_bytes: int = HOST_BYTES):
+        self.device = device
+        if device_bytes is None:
+            device_bytes = (
+                int(GPU_SHARE * torch.cuda.get_device_properties(0).total_memory)
+                if device == "cuda"
+                else CPU_DEVICE_BYTES
+            )
+        self.device_bytes = device_bytes
+        self.host_bytes = host_bytes if device == "cuda" else 0
+        self.entries: OrderedDict[tuple, Entry] = OrderedDict()
+        self.counts = {"hits": 0, "misses": 0, "corrupt": 0, "dropped": 0}
+
+    def get(self, key: tuple, compute) -> Reference:
+        """The reference for `key`: the banked one when its checksum still holds, else
+        `compute()`, banked for next time."""
+        entry = self.entries.pop(key, None)
+        if entry is not None:
+            reference = moved(entry.reference, self.device) if entry.on_host else entry.reference
+            if checksum(reference) == entry.checksum:
+                self.counts["hits"] += 1
+                self.entries[key] = entry
+                return reference
+            self.counts["corrupt"] += 1
+        self.counts["misses"] += 1
+        reference = compute()
+        nbytes = sum(t.numel() * t.element_size() for t in tensors(reference))
+        self.entries[key] = Entry(reference, checksum(reference), nbytes)
+        self._fit()
+        return reference
+
+    def _fit(self) -> None:
+        """Move the least recently used entries to host memory, then drop them, until each
+        tier is within its cap."""
+        for entry in self.entries.values():
+            if self._bytes(on_host=False) <= self.device_bytes:
+                break
+            if not entry.on_host:
+                entry.reference = moved(entry.reference, "cpu")
+                entry.on_host = True
+        while self.entries and (
+            self._bytes(on_host=True) > self.host_bytes
+            or self._bytes(on_host=False) > self.device_bytes
+        ):
+            self.entries.popitem(last=False)
+            self.counts["dropped"] += 1
+
+    def _bytes(self, on_host: bool) -> int:
+        return sum(e.nbytes for e in self.entries.values() if e.on_host == on_host)

@@ -42,6 +42,7 @@ class Candidate:
     gpu_seconds: float = 0.0  # spent evaluating it, all rungs
     precision: str | None = None
     profile: dict | None = None
+    census: dict | None = None  # the kernel census, once it is the search's answer
 
     @property
     def best_result(self) -> RungResult | None:

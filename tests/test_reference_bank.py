@@ -55,13 +55,21 @@ def test_the_least_recently_used_references_go_when_the_bank_is_full():
     one = counted(0, [])().ref64[0]
     entry_bytes = 8 * 64 * (4 + 8 + 4)  # the input copy, the float64 reference, torch's output
     assert one.numel() == 8 * 64
-    bank, calls = ReferenceBank("cpu", device_bytes=2 * entry_bytes), []
-    for seed in (1, 2, 1, 3):  # 1 is used again before 3 arrives: 2 is the one to go
+    bank, calls = ReferenceBank("cpu", device_bytes=4 * entry_bytes), []
+    for seed in (1, 2, 3, 4, 1, 5):  # 1 is used again before 5 arrives: 2 is the one to go
         bank.get(("p", seed), counted(seed, calls))
-    assert calls == [1, 2, 3] and bank.counts["dropped"] == 1
-    assert list(bank.entries) == [("p", 1), ("p", 3)]
+    assert calls == [1, 2, 3, 4, 5] and bank.counts["dropped"] == 1
+    assert list(bank.entries) == [("p", 3), ("p", 4), ("p", 1), ("p", 5)]
     bank.get(("p", 2), counted(2, calls))
-    assert calls == [1, 2, 3, 2]
+    assert calls == [1, 2, 3, 4, 5, 2]
+
+
+def test_a_reference_larger_than_a_quarter_of_the_bank_is_not_kept():
+    entry_bytes = 8 * 64 * (4 + 8 + 4)
+    bank, calls = ReferenceBank("cpu", device_bytes=3 * entry_bytes), []
+    bank.get(("p", 1), counted(1, calls))
+    bank.get(("p", 1), counted(1, calls))
+    assert calls == [1, 1] and not bank.entries
 
 
 def test_candidates_draw_varied_subsets_of_one_pool_and_recheck_apart_from_it():

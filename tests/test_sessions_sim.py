@@ -323,23 +323,16 @@ def test_killed_cpu_run_loses_at_most_the_evaluation_in_flight(tmp_path):
             assert by_id[cid]["score"] == c["score"]
 
 
-def test_each_new_best_at_the_top_rung_is_censused(tmp_path):
-    """The kernel census runs once a top-rung result would rank first, before it is crowned, and
-    for no other evaluation; its cost is charged as checking."""
-    kb(*run_args("census", 3, "150evals", problem="matvec"), sessions=tmp_path)
+def test_the_answer_is_censused_once_before_the_search_ends(tmp_path):
+    """The search's best gets the kernel census at every target size as the search finishes,
+    charged as checking; a resumed, finished search does not census it again."""
+    kb(*run_args("census", 3, "60evals", problem="matvec"), sessions=tmp_path)
     paths = SessionPaths(tmp_path / "census")
+    best = show("census", tmp_path)["best"]["id"]
     events = read_events(paths)
-    censused = [e["candidate"] for e in events if e["kind"] == "census"]
-    store = Store(paths.database, read_only=True)
-    scores = {c.id: c.results[2].score for c in store.candidates() if 2 in c.results}
-    store.db.close()
-    leaders, best = [], float("-inf")
-    for e in events:  # the top-rung evaluations in the order they ran
-        if e["kind"] == "evaluated" and " at rung 2:" in e["message"]:
-            if scores[e["candidate"]] > best:
-                leaders.append(e["candidate"])
-                best = scores[e["candidate"]]
-    assert len(leaders) >= 2, "too few top-rung leaders to show anything: raise the budget"
-    assert censused == leaders
-    assert all("kernel census at full0, full1, full2" in e["message"]
-               for e in events if e["kind"] == "census")  # fmt: skip
+    [census] = [e for e in events if e["kind"] == "census"]
+    assert census["candidate"] == best
+    assert census["message"].startswith(f"{best}: kernel census at full0, full1, full2: ")
+    assert events[-1]["kind"] == "finished" and events.index(census) == len(events) - 2
+    kb("resume", "census", "--headless", sessions=tmp_path)
+    assert [e["candidate"] for e in read_events(paths) if e["kind"] == "census"] == [best]

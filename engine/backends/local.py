@@ -4,6 +4,7 @@ and correctness, timings that mean nothing and say so). Candidates run only in w
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import shutil
@@ -136,8 +137,13 @@ class LocalBackend:
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
+        # The check's seeds run at the smallest size, where they are cheap; every timed size is
+        # checked again after its timing, on a fresh seed (the re-check).
+        smallest = min(sizes, key=lambda s: math.prod(v for v in s.params.values()
+                                                      if isinstance(v, int)))  # fmt: skip
         request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
-                                     model_seed=model_seed, timing=timing)  # fmt: skip
+                                     check_sizes=[smallest.label], model_seed=model_seed,
+                                     timing=timing)  # fmt: skip
         with self._gpu_lock():
             result = self._result(self.judge_client.run(request))
         if result.passed and job.rung.profile:

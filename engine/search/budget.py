@@ -110,6 +110,16 @@ class Ledger:
         self.evaluations += 1
         return spent
 
+    def charge_census(self, rung: int, by_activity: dict[str, float]) -> float:
+        """Count the census of the search's answer (GPU time, not an evaluation)."""
+        spent = sum(by_activity.values())
+        key = str(rung)
+        self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
+        for activity, seconds in by_activity.items():
+            book = self.gpu_seconds_by_activity
+            book[activity] = book.get(activity, 0.0) + seconds
+        return spent
+
     def charge_generation(self, tokens_in: int, tokens_out: int, cost_usd: float, requests: int):
         self.llm_tokens_in += tokens_in
         self.llm_tokens_out += tokens_out

@@ -33,6 +33,7 @@ CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a
 # counting the profile about to run. Short searches spend their budget on timing instead.
 PROFILE_SHARE = 0.25
 PAUSE_POLL_SECONDS = 0.2
+CENSUS_TRIES = 3  # answers censused at the end of a search, at most, before it gives up
 
 
 @dataclass
@@ -304,11 +305,6 @@ class Engine:
         if result.error is not None:
             c.error = result.error
         c.precision = result.precision
-        if result.census:
-            census = result.census
-            why = f" ({census['why']})" if census.get("why") else ""
-            line = f"{c.id}: kernel census at {', '.join(census['sizes'])}: {census['status']}"
-            self.event(write, "census", line + why, c.id)
         if not result.passed:
             c.status, c.reason, c.message = "rejected", result.reason, result.message
             self.event(write, "rejected", f"{c.id}: {result.reason}: {result.message}", c.id)
@@ -354,13 +350,6 @@ class Engine:
                    f"rung 0 ranks as rung 1 does in only {agree} of {decided} pairs that rung 1 "
                    f"decides: rung 0 now times {now.reps} repetitions over {now.input_sets} "
                    f"input sets{flat}")  # fmt: skip
-
-    def would_lead(self, result: EvalResult, rung: int) -> bool:
-        """Whether `result` would rank first at `rung`: a new best is censused before it is
-        crowned (every kernel its forward calls launch, at every target size)."""
-        speedup, _, _, cv = speedup_summary(result)
-        measured = self.index.measured(rung)
-        return not measured or score(speedup, cv, rung) > measured[0].results[rung].score
 
     def prune(self, write: StepWrite, rung: int) -> None:
         for p in scheduler.prunable(self.index, rung):
@@ -459,9 +448,6 @@ class Engine:
         cid, rung = self.search.inflight
         c = self.by_id[cid]
         result = self.evaluate(c, rung)
-        if rung == self.top_rung and result.passed and self.would_lead(result, rung):
-            labels = self.ladder[rung].size_labels
-            self.backend.census(self.problem, c.source, labels, result)
         write = StepWrite()
         self.record_result(write, c, rung, result)
         self.search.step += 1
@@ -470,7 +456,33 @@ class Engine:
         self.after_commit()
         return going
 
+    def census_answer(self, write: StepWrite) -> None:
+        """Before the search ends, its answer is censused: every kernel that its forward calls
+        launch at every target size, seen in the GPU's launch records (one ncu run costs about
+        as much as dozens of timed evaluations: the answer gets it, not every passing leader). A
+        candidate the census rejects leaves the ranking, and the next best is censused."""
+        for _ in range(CENSUS_TRIES):
+            best = self.best()
+            if best is None or best.census is not None:
+                return
+            found = EvalResult(True)
+            labels = self.ladder[-1].size_labels
+            self.backend.census(self.problem, best.source, labels, found)
+            best.census = found.census or {"status": "unavailable", "sizes": list(labels),
+                                           "why": f"no census on {self.backend.name}"}  # fmt: skip
+            best.gpu_seconds += self.ledger.charge_census(best.rung, found.gpu_seconds)
+            write.candidates.append(best)
+            why = f" ({best.census['why']})" if best.census.get("why") else ""
+            line = f"{best.id}: kernel census at {', '.join(labels)}: {best.census['status']}"
+            self.event(write, "census", line + why, best.id)
+            if found.passed:
+                return
+            best.status, best.reason, best.message = "rejected", found.reason, found.message
+            self.index.remove(best)
+            self.event(write, "rejected", f"{best.id}: {found.reason}: {found.message}", best.id)
+
     def finish(self, write: StepWrite, reason: str | None) -> None:
+        self.census_answer(write)
         if self.search.state != "stopped":
             self.search.state = "finished"
         self.search.stop_reason = reason or self.search.stop_reason

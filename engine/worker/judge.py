@@ -311,9 +311,11 @@ class Evaluation:
             self.calibration = calibrate(self.runner, self.deadlines["compile"])
         self.load()
         sizes = self.request["sizes"]
+        checked = self.request.get("check_sizes") or [s["label"] for s in sizes]
         if self.request["check_seeds"]:
             for size in sizes:
-                self.check(problem, size)
+                if size["label"] in checked:
+                    self.check(problem, size)
         samples = {}
         if self.request.get("timing"):
             for size in sizes:

@@ -9,8 +9,10 @@ the device and the precision policy. Each entry's checksum, taken when it is sto
 before every use; an entry that no longer matches is dropped and recomputed.
 
 Memory is capped: entries live on the judge's device up to a share of its memory, then move to
-host memory (pinned on cuda) up to a cap, then the least recently used are dropped. A bank entry
-that is dropped costs only its recomputation.
+host memory (pinned on cuda) up to a cap, then the least recently used are dropped. An entry
+larger than a quarter of the device's share is not banked, and one larger than HOST_ENTRY_BYTES
+is dropped rather than moved: recomputing those costs less than keeping or moving them (softmax
+at 4096x393216 holds 26 GB a reference). A dropped entry costs only its recomputation.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from engine.gate.correctness import Reference
 
 GPU_SHARE = 0.25  # of the device's memory, on cuda
 HOST_BYTES = 16 << 30
+HOST_ENTRY_BYTES = 1 << 30
 CPU_DEVICE_BYTES = 4 << 30  # on the cpu backend "device" memory is host memory: one tier
 
 
@@ -32,12 +35,15 @@ def tensors(reference: Reference) -> list[torch.Tensor]:
     return [t for t in values if isinstance(t, torch.Tensor)]
 
 
-def checksum(reference: Reference) -> list[float]:
-    """Per tensor: the float64 sums of its elements and of their squares, NaNs left out."""
+def checksum(reference: Reference) -> list[str]:
+    """Per tensor: the float64 sum of its elements and their float64 2-norm, reduced on the
+    tensor's device without a float64 copy; as hex, so that NaN equals NaN."""
     sums = []
     for t in tensors(reference):
-        x = t.detach().reshape(-1).double()
-        sums += [float(torch.nansum(x)), float(torch.nansum(x * x))]
+        x = t.detach().reshape(-1)
+        x = x if x.is_floating_point() else x.to(torch.float32)
+        sums += [float(torch.sum(x, dtype=torch.float64)).hex(),
+                 float(torch.linalg.vector_norm(x, dtype=torch.float64)).hex()]  # fmt: skip
     return sums
 
 
@@ -61,7 +67,7 @@ def moved(reference: Reference, device) -> Reference:
 @dataclass
 class Entry:
     reference: Reference
-    checksum: list[float]
+    checksum: list[str]
     nbytes: int
     on_host: bool = False
 
@@ -94,8 +100,9 @@ class ReferenceBank:
         self.counts["misses"] += 1
         reference = compute()
         nbytes = sum(t.numel() * t.element_size() for t in tensors(reference))
-        self.entries[key] = Entry(reference, checksum(reference), nbytes)
-        self._fit()
+        if nbytes <= self.device_bytes // 4:
+            self.entries[key] = Entry(reference, checksum(reference), nbytes)
+            self._fit()
         return reference
 
     def _fit(self) -> None:
@@ -104,7 +111,7 @@ class ReferenceBank:
         for entry in self.entries.values():
             if self._bytes(on_host=False) <= self.device_bytes:
                 break
-            if not entry.on_host:
+            if not entry.on_host and entry.nbytes <= min(self.host_bytes, HOST_ENTRY_BYTES):
                 entry.reference = moved(entry.reference, "cpu")
                 entry.on_host = True
         while self.entries and (

@@ -43,7 +43,7 @@ def bench(*args, check=True):
 def sim_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "50gpu-s",
-          "--ablation", "softmax", "--seed", "2", "--out", str(out))  # fmt: skip
+          "--ablation", "softmax", "--seed", "3", "--out", str(out))  # fmt: skip
     return out, json.loads((out / "sim.json").read_text())
 
 
@@ -61,7 +61,9 @@ def test_rows_hold_every_field_with_consistent_values(sim_bench):
             assert r[key]["low"] <= r[key]["median"] <= r[key]["high"]
         assert r["compile_ms"] is None and r["speedup_compile"] is None
         assert "compile" in r["notes"]
-        assert r["speedup_eager"] == pytest.approx(r["eager_ms"]["median"] / r["best_ms"]["median"])
+        # x eager: the kernel against the reference timed beside it (the judge's pair)
+        ratio = r["judged_eager_ms"]["median"] / r["best_ms"]["median"]
+        assert r["speedup_eager"] == pytest.approx(ratio)
         assert r["fraction_of_floor"] == pytest.approx(r["floor_ms"] / r["best_ms"]["median"])
         assert 0 < r["gpu_seconds_to_best"] <= r["gpu_seconds_total"] + 1e-6  # progress: 6 places
         search = results["searches"][f"{r['problem']}/ladder"]

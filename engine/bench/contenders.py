@@ -1,10 +1,11 @@
-"""`python -m engine.bench.contenders`: the bench's timing subprocess. Library and candidate code
-run here, never in the engine process.
+"""`python -m engine.bench.contenders`: the bench's timing subprocess for the problem's own code.
+Library code runs here, never in the engine process; candidate code never runs here (the judge
+times candidates, in its sandboxed runners).
 
 One JSON request on stdin. kind "ceilings": the device's copy bandwidth and matmul FLOP/s in
 fp32 (strict), tf32 and fp16. kind "sizes": at each size, PyTorch eager (the reference Model at
-PyTorch's defaults, or with TF32 enabled under the tf32 precision policy), torch.compile(Model)
-(default mode, compiled once, its compile time reported apart) and the given candidates, timed
+PyTorch's defaults, or with TF32 enabled under the tf32 precision policy) and
+torch.compile(Model) (default mode, compiled once, its compile time reported apart), timed
 interleaved in a rotating order with the L2 flushed before every repetition. Results go out one
 JSON line at a time on a private copy of stdout, so a timeout loses only the sizes not yet done.
 """
@@ -16,7 +17,6 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +24,7 @@ import torch
 
 from engine.gate.correctness import make_inputs, reference_precision
 from engine.problems.loader import import_module_from
-from engine.runner.calls import build_model_new, call_with_size
+from engine.runner.calls import call_with_size
 from engine.timing.bench import make_timer, time_round_robin
 from engine.timing.stats import summarize
 
@@ -89,25 +89,13 @@ def reference_model(problem, params: dict, seed: int, device: str):
         return problem.Model(*init).eval()
 
 
-def candidate_model(problem, module, params: dict, seed: int, device: str):
-    """ModelNew built as the judge builds it, with Model's weights when they fit."""
-    state = reference_model(problem, params, seed, device).state_dict()
-    init = list(call_with_size(problem.get_init_inputs, params))
-    return build_model_new(module, init, seed, device, state)
-
-
-def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:
-    """One size: build every contender, compile, warm up, time; a contender that fails is
-    reported and left out, the others are still timed."""
+def time_size(problem, size: dict, request: dict) -> dict:
+    """One size: build, compile, warm up, time; a contender that fails is reported and left
+    out, the other is still timed."""
     device, params, seed = request["device"], size["params"], request["seed"]
     out = {"event": "size", "label": size["label"], "samples": {}, "errors": {},
            "compile_seconds": None}  # fmt: skip
     contenders = {"eager": reference_model(problem, params, seed, device)}
-    for name, module in candidates.items():
-        try:
-            contenders[name] = candidate_model(problem, module, params, seed, device)
-        except Exception as exc:
-            out["errors"][name] = f"building ModelNew failed: {describe(exc)}"
     input_sets = [
         make_inputs(problem, params, seed + k, device) for k in range(request["input_sets"])
     ]
@@ -120,8 +108,7 @@ def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:
                 compiled(*input_sets[0])
                 synchronize(device)
                 out["compile_seconds"] = time.perf_counter() - start
-                contenders = {"eager": contenders["eager"], "compile": compiled,
-                              **{k: v for k, v in contenders.items() if k != "eager"}}  # fmt: skip
+                contenders["compile"] = compiled
             except Exception as exc:
                 out["errors"]["compile"] = f"torch.compile failed: {describe(exc)}"
         for name, fn in list(contenders.items()):
@@ -136,19 +123,6 @@ def time_size(problem, candidates: dict, size: dict, request: dict) -> dict:
             timer = make_timer(device)
             out["samples"] = time_round_robin(contenders, input_sets, request["reps"], timer)
     return out
-
-
-def load_candidates(sources: dict, folder: str) -> tuple[dict, dict]:
-    """Candidate modules by name, and the import errors of those that did not load."""
-    modules, errors = {}, {}
-    for name, source in sources.items():
-        path = Path(folder) / f"{name}.py"
-        path.write_text(source)
-        try:
-            modules[name] = import_module_from(path, name)
-        except Exception as exc:
-            errors[name] = f"importing it failed: {describe(exc)}"
-    return modules, errors
 
 
 def main() -> int:
@@ -166,15 +140,11 @@ def main() -> int:
         return 0
     problem = import_module_from(Path(request["problem_path"]), "problem")
     reference_precision(request["precision_policy"])
-    with tempfile.TemporaryDirectory(prefix="kb-bench-") as folder:
-        candidates, errors = load_candidates(request["candidates"], folder)
-        for size in request["sizes"]:
-            result = time_size(problem, candidates, size, request)
-            result["errors"] = {**errors, **result["errors"]}
-            send(result)
-            gc.collect()
-            if request["device"] == "cuda":
-                torch.cuda.empty_cache()
+    for size in request["sizes"]:
+        send(time_size(problem, size, request))
+        gc.collect()
+        if request["device"] == "cuda":
+            torch.cuda.empty_cache()
     return 0
 
 

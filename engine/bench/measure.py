@@ -1,5 +1,8 @@
-"""The engine's side of the bench's timings: one subprocess per problem on cuda and cpu (see
-engine.bench.contenders), synthetic numbers on sim. Nothing here runs library or candidate code."""
+"""The engine's side of the bench's timings, synthetic numbers on sim. PyTorch eager and
+torch.compile (the problem's own, trusted code) are timed in one subprocess per problem (see
+engine.bench.contenders); candidate kernels are timed by the judge, in sandboxed runners, against
+the reference timed interleaved there, as in a search. Nothing here runs library or candidate
+code."""
 
 from __future__ import annotations
 
@@ -12,10 +15,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from engine.backends.local import LocalBackend
 from engine.backends.sim import SimBackend, reference_ms
 from engine.bench import BenchError
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import Problem
+from engine.worker.client import Timeouts
 from engine.worker.sandbox import worker_environment
 
 # Timing at each size: warm-up calls and repetitions per contender, input sets in rotation. The
@@ -35,16 +40,19 @@ SIM_CEILINGS = {
     "fp16_flops_per_s": 661e12,
 }  # fmt: skip
 SIM_REFERENCE_NOISE = 0.02  # the sim backend's own noise on reference samples
+JUDGED_SEED_OFFSET = 7  # the judge's inputs for the bench's candidates, apart from eager's
 
 
 @dataclass
 class SizeTimes:
     """Raw samples in ms per contender ("eager", "compile", candidate names) at one size, with
-    why a contender has none."""
+    why a contender has none; and for each candidate, the judge's samples of the reference timed
+    interleaved with it (its speedup over eager comes from that pair)."""
 
     samples: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     compile_seconds: float | None = None
+    judged_eager: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _run(request: dict, device: str, timeout_s: float) -> tuple[list[dict], str | None]:
@@ -91,8 +99,9 @@ def time_contenders(
     problem: Problem, labels: list[str], sources: dict[str, str], backend: str, seed: int,
     timeout_s: float | None = None,
 ) -> dict[str, SizeTimes]:  # fmt: skip
-    """Samples per size label for eager, torch.compile and each candidate source (by name),
-    from one process that is killed past `timeout_s` (default: by the number of sizes)."""
+    """Samples per size label for eager and torch.compile, from one process that is killed past
+    `timeout_s` (default: by the number of sizes), and for each candidate source (by name), from
+    the judge (each phase held to `timeout_s` when given)."""
     if backend == "sim":
         return _sim_times(problem, labels, sources, seed)
     request = {
@@ -101,21 +110,49 @@ def time_contenders(
         "problem_path": str(problem.path),
         "precision_policy": problem.precision_policy,
         "sizes": [{"label": s, "params": problem.size(s).params} for s in labels],
-        "candidates": sources,
         "seed": seed,
         "compile": True,
         **TIMING[backend],
     }
-    timeout_s = timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
-    lines, failure = _run(request, backend, timeout_s)
+    lines, failure = _run(
+        request, backend, timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
+    )
     times = {}
     for line in lines:
         times[line["label"]] = SizeTimes(line["samples"], line["errors"], line["compile_seconds"])
     for label in labels:
         if label not in times:
             why = failure or "the timing process sent nothing for this size"
-            times[label] = SizeTimes(errors={k: why for k in ("eager", "compile", *sources)})
+            times[label] = SizeTimes(errors={k: why for k in ("eager", "compile")})
+    _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times)
     return times
+
+
+def _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times) -> None:
+    """Each candidate timed by the judge at every size (its output checked again after the
+    timing, on a fresh input): its samples and the reference's, or why there are none."""
+    if not sources:
+        return
+    timeouts = (
+        Timeouts(compile_s=timeout_s, run_s=timeout_s, time_s=timeout_s) if timeout_s else None
+    )
+    judge = LocalBackend(backend, timeouts=timeouts)
+    settings = TIMING[backend]
+    timing = {"seed": seed + JUDGED_SEED_OFFSET, "recheck_seed": seed + JUDGED_SEED_OFFSET + 1,
+              "interleave": True, **settings}  # fmt: skip
+    sizes = [problem.size(label) for label in labels]
+    try:
+        for name, source in sources.items():
+            result = judge.judge(problem, source, sizes, timing=timing)
+            for label in labels:
+                measured = next((t for t in result.timings if t.size_label == label), None)
+                if measured is None:
+                    times[label].errors[name] = f"the judge: {result.reason}: {result.message}"
+                else:
+                    times[label].samples[name] = measured.samples_ms
+                    times[label].judged_eager[name] = measured.ref_samples_ms
+    finally:
+        judge.close()
 
 
 def _sim_times(problem, labels, sources, seed) -> dict[str, SizeTimes]:
@@ -144,5 +181,6 @@ def _sim_times(problem, labels, sources, seed) -> dict[str, SizeTimes]:
                 t.errors[name] = f"sim backend: {result.reason}: {result.message}"
             else:
                 t.samples[name] = timing.samples_ms
+                t.judged_eager[name] = timing.ref_samples_ms
         times[label] = t
     return times

@@ -22,12 +22,20 @@ def timed(samples: list[float] | None) -> dict | None:
     return {"median": s.median, "low": s.ci_low, "high": s.ci_high, "cv": s.cv}
 
 
-def speedup(times: SizeTimes, baseline: str, contender: str) -> tuple[float | None, list | None]:
-    base, cand = times.samples.get(baseline), times.samples.get(contender)
-    if not base or not cand:
-        return None, None
-    ratio, (low, high) = speedup_interval(base, cand)
-    return ratio, [low, high]
+def speedups(times: SizeTimes, name: str) -> tuple:
+    """(x eager, its interval, x compile, its interval) of candidate `name`. Each ratio comes
+    from samples timed in one process: the candidate against the reference timed beside it by
+    the judge; torch.compile against eager in the timing process; x compile is their product
+    (its interval the product of the intervals' ends)."""
+    cand, judged = times.samples.get(name), times.judged_eager.get(name)
+    if not cand or not judged:
+        return None, None, None, None
+    x_eager, (low, high) = speedup_interval(judged, cand)
+    eager, compiled = times.samples.get("eager"), times.samples.get("compile")
+    if not eager or not compiled:
+        return x_eager, [low, high], None, None
+    eager_per_compile, (c_low, c_high) = speedup_interval(compiled, eager)
+    return x_eager, [low, high], x_eager * eager_per_compile, [low * c_low, high * c_high]
 
 
 def timing_sources(ladder: SearchOutcome, flat: SearchOutcome | None) -> dict[str, str]:
@@ -64,8 +72,7 @@ def problem_rows(
             precision = infer_precision(search.best_source, w.input_dtype)
         floor = floor_ms(w, ceilings, precision or DTYPE_PRECISION.get(w.input_dtype, "fp32"))
         best = timed(t.samples.get(BEST))
-        speedup_eager, eager_ci = speedup(t, "eager", BEST)
-        speedup_compile, compile_ci = speedup(t, "compile", BEST)
+        speedup_eager, eager_ci, speedup_compile, compile_ci = speedups(t, BEST)
         notes = dict(t.errors)
         if search.best_source is None:
             notes[BEST] = f"the search found no passing candidate ({search.stop_reason})"
@@ -79,6 +86,7 @@ def problem_rows(
             "eager_ms": timed(t.samples.get("eager")),
             "compile_ms": timed(t.samples.get("compile")),
             "best_ms": best,
+            "judged_eager_ms": timed(t.judged_eager.get(BEST)),
             "compile_seconds": t.compile_seconds,
             "floor_ms": floor,
             "bytes": w.bytes,

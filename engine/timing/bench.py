@@ -1,4 +1,4 @@
-"""The bench's timers (its timing process: eager, torch.compile and judged kernels): several
+"""The bench's timers (its timing process: eager and torch.compile): several
 input sets in rotation, contenders interleaved in a rotating order, CUDA events with the L2
 flushed before each repetition (perf_counter on cpu, where the numbers mean nothing)."""
 

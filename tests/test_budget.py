@@ -85,8 +85,10 @@ def test_the_ledgers_gpu_seconds_and_evaluations_are_sums_over_the_stored_evalua
     store = Store(paths.database, read_only=True)
     ledger = Ledger.from_dict(store.state()["ledger"])
     evaluations = [e for c in store.candidates() for e in store.evaluations(c.id)]
+    # and the census of the answer, as the search ended (GPU time, not an evaluation)
+    [answer] = [c for c in store.candidates() if c.census]
     store.close()
-    by_rung, by_activity = {}, {}
+    by_rung, by_activity = {str(answer.rung): answer.census["gpu_seconds"]}, {}
     for e in evaluations:
         key = str(e["rung"])
         held = {a: s for a, s in e["gpu_seconds"].items() if a != "compile"}
@@ -95,6 +97,7 @@ def test_the_ledgers_gpu_seconds_and_evaluations_are_sums_over_the_stored_evalua
             by_activity[activity] = by_activity.get(activity, 0.0) + seconds
     assert ledger.evaluations == len(evaluations) == 30
     assert ledger.gpu_seconds_by_rung == pytest.approx(by_rung)
+    by_activity["check"] += answer.census["gpu_seconds"]
     books = {**ledger.gpu_seconds_by_activity, **ledger.cpu_seconds_by_activity}
     assert {k: v for k, v in books.items() if v} == pytest.approx(
         {k: v for k, v in by_activity.items() if v}

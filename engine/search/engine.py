@@ -470,7 +470,9 @@ class Engine:
             self.backend.census(self.problem, best.source, labels, found)
             best.census = found.census or {"status": "unavailable", "sizes": list(labels),
                                            "why": f"no census on {self.backend.name}"}  # fmt: skip
-            best.gpu_seconds += self.ledger.charge_census(best.rung, found.gpu_seconds)
+            spent = self.ledger.charge_census(best.rung, found.gpu_seconds)
+            best.census["gpu_seconds"] = spent
+            best.gpu_seconds += spent
             write.candidates.append(best)
             why = f" ({best.census['why']})" if best.census.get("why") else ""
             line = f"{best.id}: kernel census at {', '.join(labels)}: {best.census['status']}"

@@ -74,6 +74,7 @@ class Evaluation:
         self.precisions: list[str] = []
         self.calls = 0
         self.calibration: tuple | None = None
+        self.checked_sizes: list[str] = []  # sizes whose output was compared before timing
         share = runner.share if runner is not None else None
         self.share = DeviceExchange(share) if share is not None else None
 
@@ -281,6 +282,12 @@ class Evaluation:
         self.next_run()
         try:
             samples = time_size(self, model, input_sets, timing, self.calibration)
+        except CandidateRejected as exc:
+            if exc.reason != "stale_output" or size["label"] in self.checked_sizes:
+                raise
+            # a size first compared here: its output is wrong, not stale
+            what = exc.message.split(":")[0]
+            raise CandidateRejected("wrong_output", f"at {size['label']}, {what}") from exc
         finally:
             self.release_shared()
         del input_sets
@@ -288,8 +295,8 @@ class Evaluation:
         try:
             self.check_once(model, recheck, [])
         except CandidateRejected as exc:
-            if exc.reason not in OUTPUT_REASONS:
-                raise
+            if exc.reason not in OUTPUT_REASONS or size["label"] not in self.checked_sizes:
+                raise  # a size first checked here: its output is wrong, not stale
             raise CandidateRejected(
                 "stale_output",
                 f"correct before timing, wrong after {timing['warmup'] + timing['reps']} timed "
@@ -311,10 +318,12 @@ class Evaluation:
             self.calibration = calibrate(self.runner, self.deadlines["compile"])
         self.load()
         sizes = self.request["sizes"]
-        checked = self.request.get("check_sizes") or [s["label"] for s in sizes]
+        # Without check seeds, an earlier evaluation checked the candidate at every size.
+        self.checked_sizes = [s["label"] for s in sizes]
         if self.request["check_seeds"]:
+            self.checked_sizes = self.request.get("check_sizes") or self.checked_sizes
             for size in sizes:
-                if size["label"] in checked:
+                if size["label"] in self.checked_sizes:
                     self.check(problem, size)
         samples = {}
         if self.request.get("timing"):

@@ -262,7 +262,6 @@ def match(problem) -> Match | None:
     binding = bind(problem)
     if binding is None:
         return None
-    kernel_helper, python_helper = operands.helpers(found)
     return Match(
         "elementwise",
         {
@@ -271,12 +270,7 @@ def match(problem) -> Match | None:
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
             "out_dtype": out_specs[0][1],
-            "params": operands.kernel_params(found),
-            "args": operands.launch_args(found),
-            "kernel_helper": kernel_helper,
-            "python_helper": python_helper,
-            "prologue": operands.prologue(found, "shape"),
-            "shape_expr": operands.full_shape(found),
+            **operands.fields(found),
             "loads_even": operands.loads(found, "offsets", None, "        "),
             "loads_masked": operands.loads(found, "offsets", "offsets < n_elements", "        "),
             "loads_loop": operands.loads(found, "offsets", None, "        "),

@@ -61,6 +61,20 @@ def helpers(operands: list[Operand]) -> tuple[str, str]:
     return BROADCAST_OFFSET.rstrip(), python.replace(" -> list", "").rstrip()
 
 
+def fields(operands: list[Operand]) -> dict:
+    """A template's operand fields: kernel parameters, launch arguments, the kernel and Python
+    helpers, the prologue that reads shapes and strides, and the full shape's expression."""
+    kernel_helper, python_helper = helpers(operands)
+    return {
+        "params": kernel_params(operands),
+        "args": launch_args(operands),
+        "kernel_helper": kernel_helper,
+        "python_helper": python_helper,
+        "prologue": prologue(operands, "shape"),
+        "shape_expr": full_shape(operands),
+    }
+
+
 def full_shape(operands: list[Operand]) -> str:
     """forward's expression for the shape that every operand broadcasts to (a torch.Size)."""
     return f"torch.broadcast_shapes({', '.join(f'{o.expr}.shape' for o in operands)})"

@@ -184,7 +184,6 @@ def match(problem) -> Match | None:
         mapped += f"\n        y = {facts['term']}"
     else:
         mapped = f"{code}\n        y = {facts['term'].replace('y', variables[0])}"
-    kernel_helper, python_helper = operands.helpers(loaded)
     ndim = len(maps[0])
     keepdim = len(problem.output_specs[label][0][0]) == ndim and ndim > 0
     dims = list(facts["dims"])
@@ -202,12 +201,7 @@ def match(problem) -> Match | None:
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
             "out_dtype": out_dtype,
-            "params": operands.kernel_params(loaded),
-            "args": operands.launch_args(loaded),
-            "kernel_helper": kernel_helper,
-            "python_helper": python_helper,
-            "prologue": operands.prologue(loaded, "shape"),
-            "shape_expr": operands.full_shape(loaded),
+            **operands.fields(loaded),
             "loads": operands.loads(loaded, "idx", "mask", " " * 8),
             "d0": dims[0] if dims else 0,
             "d1": dims[-1] + 1 if dims else 0,
@@ -276,7 +270,9 @@ import triton.language as tl
 $kernel_helper
 """
 
-MODEL = """$python_helper
+# ModelNew's opening, shared with the scans: the operands' shape as (outer, R, inner) around the
+# dims that the kernel runs along.
+MODEL_OPENING = """$python_helper
 
 
 class ModelNew(nn.Module):
@@ -287,9 +283,11 @@ $prologue
         R = shape[$d0:$d1].numel()
         inner = shape[$d1:].numel()
         outer = shape.numel() // max(1, R * inner)
-        out = torch.empty($out_shape, device=a0.device, dtype=torch.$out_dtype)
-        count = float($count)
 """
+MODEL = MODEL_OPENING + (
+    "        out = torch.empty($out_shape, device=a0.device, dtype=torch.$out_dtype)\n"
+    "        count = float($count)\n"
+)
 
 FINISH = """
     r = $finish

@@ -8,7 +8,7 @@ from hints import dataflow, operands
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.dataflow import Ref
-from hints.reduce import view
+from hints.reduce import HEADER, MODEL_OPENING, view
 from hints.reductions import argument
 
 SCANS = {"cumsum": ("tl.cumsum", "+", "0.0"), "cumprod": ("tl.cumprod", "*", "1.0")}
@@ -69,7 +69,6 @@ def match(problem) -> Match | None:
     binding = bind(problem)
     if code is None or binding is None:
         return None
-    kernel_helper, python_helper = operands.helpers(loaded)
     function, symbol, neutral = SCANS[graph.node(scan).op]
     return Match(
         "scan",
@@ -84,12 +83,7 @@ def match(problem) -> Match | None:
             "neutral": neutral,
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
-            "params": operands.kernel_params(loaded),
-            "args": operands.launch_args(loaded),
-            "kernel_helper": kernel_helper,
-            "python_helper": python_helper,
-            "prologue": operands.prologue(loaded, "shape"),
-            "shape_expr": operands.full_shape(loaded),
+            **operands.fields(loaded),
             "loads": operands.loads(loaded, "idx", "mask", " " * 8),
             "d0": dim,
             "d1": dim + 1,
@@ -99,26 +93,7 @@ def match(problem) -> Match | None:
     )
 
 
-HEADER = """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-$kernel_helper
-"""
-
-MODEL = """$python_helper
-
-
-class ModelNew(nn.Module):
-$init_source
-    def forward($forward_params):
-        shape = $shape_expr
-$prologue
-        R = shape[$d0:$d1].numel()
-        inner = shape[$d1:].numel()
-        outer = shape.numel() // max(1, R * inner)
-        out = torch.empty(shape, device=a0.device, dtype=torch.float32)
-"""
+MODEL = MODEL_OPENING + "        out = torch.empty(shape, device=a0.device, dtype=torch.float32)\n"
 
 ROW_TEMPLATE = (
     HEADER

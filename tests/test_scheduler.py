@@ -94,3 +94,12 @@ def test_index_stays_sorted_and_forgets_removed():
 @pytest.mark.parametrize("n,expected", [(0, 0), (2, 0), (3, 1), (8, 2), (9, 3)])
 def test_quota(n, expected):
     assert scheduler.quota(n) == expected
+
+
+def test_an_answer_the_census_rejected_stays_out_of_the_ranking_on_resume():
+    pop = [
+        cand(i, {0: (1.0 + i, 0.01, 10), 2: (1.0 + i, 0.01, 100)}, status="done") for i in (1, 2)
+    ]
+    pop[1].status, pop[1].census = "rejected", {"status": "rejected", "sizes": ["a"]}
+    index = RungIndex(pop)
+    assert index.measured(2) == [pop[0]] and index.measured(0) == [pop[0]]

@@ -29,7 +29,8 @@ class RungIndex:
     def __init__(self, population: list[Candidate]):
         self.items: dict[int, list[Candidate]] = {}
         for c in population:
-            if not c.vetoed:
+            left = c.vetoed or (c.census or {}).get("status") == "rejected"  # as they were removed
+            if not left:
                 for rung in c.results:
                     self.add(c, rung)
 

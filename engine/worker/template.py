@@ -87,10 +87,14 @@ class RunnerTemplate:
             raise RunnerFailed("crash", death_message(f"runner template ({what})", code, tail))
         return json.loads(data)
 
-    def _command(self, message: dict, fds: list[int] = ()) -> dict:
+    def _wait_ready(self) -> None:
+        """Until the template has started (imported torch and triton, warmed up)."""
         if not self.ready:
             self._answer(START_DEADLINE_S, "starting")
             self.ready = True
+
+    def _command(self, message: dict, fds: list[int] = ()) -> dict:
+        self._wait_ready()
         socket.send_fds(self.control, [json.dumps(message).encode()], list(fds))
         return self._answer(COMMAND_DEADLINE_S, message["op"])
 
@@ -99,6 +103,7 @@ class RunnerTemplate:
         if self.proc.poll() is not None:
             self.kill()
             self._start()
+        self._wait_ready()  # its warm-up works in the box: empty it only after
         self._empty_box()
         cache = os.path.join(self.exchange, TRITON_CACHE_NAME)
         for seed in (self.warm_cache, triton_cache):

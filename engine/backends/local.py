@@ -148,10 +148,7 @@ class LocalBackend:
             result = self._result(self.judge_client.run(request))
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
-            try:
-                check_kernel_census(result.profile, job.source, problem.allowed_torch_ops)
-            except CandidateRejected as exc:
-                result.passed, result.reason, result.message = False, exc.reason, exc.message
+            _reject_foreign_kernels(result.profile, job.source, problem, result)
         return result
 
     def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
@@ -167,10 +164,7 @@ class LocalBackend:
         result.gpu_seconds = _add(result.gpu_seconds, {"check": found.get("gpu_seconds", 0.0)})
         result.census = {"status": found["status"], "sizes": list(labels),
                          "why": found.get("why", "")}  # fmt: skip
-        try:
-            check_kernel_census(found, source, problem.allowed_torch_ops)
-        except CandidateRejected as exc:
-            result.passed, result.reason, result.message = False, exc.reason, exc.message
+        if not _reject_foreign_kernels(found, source, problem, result):
             result.census["status"] = "rejected"
 
     def _static_rejection(self, problem: Problem, source: str) -> EvalResult | None:
@@ -216,6 +210,16 @@ class LocalBackend:
     def close(self) -> None:
         self.judge_client.close()
         shutil.rmtree(self.triton_caches, ignore_errors=True)
+
+
+def _reject_foreign_kernels(found: dict, source: str, problem: Problem, result: EvalResult) -> bool:
+    """Apply a profile's or census's kernel list to `result`; False when it rejected it."""
+    try:
+        check_kernel_census(found, source, problem.allowed_torch_ops)
+    except CandidateRejected as exc:
+        result.passed, result.reason, result.message = False, exc.reason, exc.message
+        return False
+    return True
 
 
 def _shape_timing(label: str, cand: list[float], ref: list[float]) -> ShapeTiming:

@@ -100,6 +100,12 @@ class Ledger:
 
     def charge_evaluation(self, rung: int, by_activity: dict[str, float]) -> float:
         """Count one evaluation; returns the GPU-seconds it spent."""
+        self.evaluations += 1
+        return self.charge_census(rung, by_activity)
+
+    def charge_census(self, rung: int, by_activity: dict[str, float]) -> float:
+        """Count seconds by activity at `rung` (alone, the census of the search's answer: not
+        an evaluation); returns the GPU-seconds among them."""
         for activity, seconds in by_activity.items():
             on_cpu = activity in CPU_ACTIVITIES
             book = self.cpu_seconds_by_activity if on_cpu else self.gpu_seconds_by_activity
@@ -107,17 +113,6 @@ class Ledger:
         spent = sum(s for a, s in by_activity.items() if a not in CPU_ACTIVITIES)
         key = str(rung)
         self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
-        self.evaluations += 1
-        return spent
-
-    def charge_census(self, rung: int, by_activity: dict[str, float]) -> float:
-        """Count the census of the search's answer (GPU time, not an evaluation)."""
-        spent = sum(by_activity.values())
-        key = str(rung)
-        self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
-        for activity, seconds in by_activity.items():
-            book = self.gpu_seconds_by_activity
-            book[activity] = book.get(activity, 0.0) + seconds
         return spent
 
     def charge_generation(self, tokens_in: int, tokens_out: int, cost_usd: float, requests: int):

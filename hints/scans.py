@@ -1,6 +1,7 @@
 """Scans: cumsum and cumprod over any dim, of elementwise math over broadcast tensors (a masked
-cumsum is cumsum(x * mask)), forwards or reversed (flip, scan, flip). The running values are
-fp64: PyTorch's CPU scans accumulate in double, and the gate allows twice PyTorch's error."""
+cumsum is cumsum(x * mask)), forwards or reversed (flip, scan, flip), and the exclusive cumsum
+(zeros, then the cumsum of all but the last). The running values are fp64: PyTorch's CPU scans
+accumulate in double, and the gate allows twice PyTorch's error."""
 
 from __future__ import annotations
 
@@ -24,8 +25,42 @@ def flipped(graph, ref: Ref, dim: int) -> Ref | None:
     return node.args[0] if [d % len(node.shape) for d in dims] == [dim] else None
 
 
+ZEROS = ("zeros", "zeros_like", "new_zeros")
+
+
+def exclusive_scan(graph) -> tuple | None:
+    """(scan node's value, its map input, dim) when the output is `cat((zeros, cumsum(narrow(
+    src, dim, 0, R - 1))), dim)`: an exclusive cumsum of `src` over `dim`."""
+    node = graph.node(graph.output)
+    if node is None or node.op != "cat" or not isinstance(node.args[0], (list, tuple)):
+        return None
+    parts = node.args[0]
+    dim = argument(node, 1, "dim", 0) % len(node.shape)
+    if len(parts) != 2 or not all(isinstance(p, Ref) for p in parts):
+        return None
+    zeros, scan = graph.node(parts[0]), graph.node(parts[1])
+    if zeros is None or zeros.op not in ZEROS or zeros.shape[dim] != 1:
+        return None
+    if scan is None or scan.op != "cumsum" or argument(scan, 2, "dtype") is not None:
+        return None
+    if argument(scan, 1, "dim") % len(scan.shape) != dim or not isinstance(scan.args[0], Ref):
+        return None
+    cut = graph.node(scan.args[0])
+    if cut is None or cut.op != "narrow" or not isinstance(cut.args[0], Ref):
+        return None
+    full = graph.shape(cut.args[0])
+    if argument(cut, 1, "dim") % len(full) != dim or tuple(full) != tuple(node.shape):
+        return None
+    if argument(cut, 2, "start") != 0 or argument(cut, 3, "length") != full[dim] - 1:
+        return None
+    return parts[1], cut.args[0], dim
+
+
 def find_scan(graph) -> tuple | None:
-    """(scan node's value, its map input, dim, reversed) when the output is a scan."""
+    """(scan node's value, its map input, dim, reversed, exclusive) when the output is a scan."""
+    exclusive = exclusive_scan(graph)
+    if exclusive is not None:
+        return (*exclusive, False, True)
     out, reverse = graph.output, False
     node = graph.node(out)
     if node is not None and node.op == "flip":
@@ -44,7 +79,7 @@ def find_scan(graph) -> tuple | None:
         source = flipped(graph, source, dim)
         if source is None or flipped(graph, graph.output, dim) is None:
             return None
-    return out, source, dim, reverse
+    return out, source, dim, reverse, False
 
 
 def match(problem) -> Match | None:
@@ -57,7 +92,7 @@ def match(problem) -> Match | None:
     found = [find_scan(g) for g in graphs]
     if None in found:
         return None
-    graph, (scan, source, dim, reverse) = graphs[0], found[0]
+    graph, (scan, source, dim, reverse, exclusive) = graphs[0], found[0]
     leaves = dataflow.leaves_of(graph, source)
     if not leaves:
         return None
@@ -89,6 +124,10 @@ def match(problem) -> Match | None:
             "d1": dim + 1,
             # Position along the scanned dim of step `k`: backwards for a reversed scan.
             "position": "R - 1 - k" if reverse else "k",
+            "exclusive": exclusive,
+            # An exclusive scan stores the running value before adding its own element.
+            "row_value": "c - y" if exclusive else "c",
+            "column_value": "carry" if exclusive else "new",
         },
     )
 
@@ -114,7 +153,7 @@ $loads
 $map
         y = tl.where(mask, y, $neutral).to(tl.float64)
         c = $scan_fn(y, axis=0) $combine carry
-        tl.store(out_ptr + idx, c.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_ptr + idx, ($row_value).to(out_ptr.dtype.element_ty), mask=mask)
         carry = tl.sum(tl.where(lanes == BLOCK - 1, c, 0.0), axis=0) + tl.zeros([1], tl.float64)
 """
     + MODEL
@@ -140,8 +179,9 @@ def scan_kernel($params, out_ptr, R, inner, BLOCK_INNER: tl.constexpr):
         idx = (tl.cast(o, tl.int64) * R + $position) * inner + i
 $loads
 $map
-        carry = carry $combine y.to(tl.float64)
-        tl.store(out_ptr + idx, carry.to(out_ptr.dtype.element_ty), mask=mask)
+        new = carry $combine y.to(tl.float64)
+        tl.store(out_ptr + idx, $column_value.to(out_ptr.dtype.element_ty), mask=mask)
+        carry = new
 """
     + MODEL
     + """        block = min($BLOCK_INNER, triton.next_power_of_2(inner))
@@ -160,7 +200,8 @@ WARPS = (1, 2, 4, 8, 16)
 
 FAMILY = Family(
     name="scan",
-    description="cumsum and cumprod over any dim (masked, reversed) of elementwise math.",
+    description="cumsum and cumprod over any dim (masked, reversed, exclusive) of "
+    "elementwise math.",
     match=match,
     strategies=(
         Strategy(

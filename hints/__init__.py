@@ -16,6 +16,7 @@ FAMILY_MODULES = (
     "attention",
     "pooling",
     "scans",
+    "crossentropy",
 )
 
 

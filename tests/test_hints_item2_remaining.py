@@ -21,6 +21,9 @@ LEVEL1 = KERNELBENCH / "level1"
 CASES = [
     (LEVEL1, "92_cumsum_exclusive.py", "scan"),
     (UNSEEN, "cumsum_exclusive_middle.py", "scan"),
+    (LEVEL1, "95_CrossEntropyLoss.py", "cross_entropy"),
+    (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy"),
+    (UNSEEN, "cross_entropy_per_row.py", "cross_entropy"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
@@ -47,6 +50,10 @@ POINTS = [
      kernelbench_size(batch_size=2, input_shape=(700,))),
     (UNSEEN, "cumsum_exclusive_middle.py", "scan.column_steps", {"BLOCK_INNER": 32},
      dict(batch=2, steps=9, width=70)),
+    (UNSEEN, "cross_entropy_per_row.py", "cross_entropy.online_rows",
+     {"BLOCK_C": 128, "ROWS": 1}, dict(rows=5, classes=1000)),
+    (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy.online_rows",
+     {"BLOCK_C": 256, "ROWS": 16, "ELEMENTS_PER_PROGRAM": 16384}, dict(rows=1500, classes=300)),
 ]  # fmt: skip
 
 
@@ -60,7 +67,11 @@ def test_strategy_points_are_correct_over_several_chunks(
     assert candidate_error(target, source, tmp_path, size) < STRICT
 
 
-@pytest.mark.parametrize("path", [LEVEL1 / "92_cumsum_exclusive.py"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [LEVEL1 / "92_cumsum_exclusive.py", LEVEL1 / "95_CrossEntropyLoss.py"],
+    ids=lambda p: p.name,
+)
 def test_offline_generator_proposes_them(path):
     target = load_problem(str(path))
     generator = OfflineGenerator(target)

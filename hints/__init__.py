@@ -17,6 +17,7 @@ FAMILY_MODULES = (
     "pooling",
     "scans",
     "crossentropy",
+    "product_softmax",
 )
 
 

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hints_checks import UNSEEN, candidate_error, problem, strategy
+from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, problem, strategy
 
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
@@ -18,12 +18,15 @@ from hints import match_problem
 
 KERNELBENCH = Path(__file__).parent / "problems_kernelbench"
 LEVEL1 = KERNELBENCH / "level1"
+LEVEL2 = KERNELBENCH / "level2"
 CASES = [
     (LEVEL1, "92_cumsum_exclusive.py", "scan"),
     (UNSEEN, "cumsum_exclusive_middle.py", "scan"),
     (LEVEL1, "95_CrossEntropyLoss.py", "cross_entropy"),
     (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy"),
     (UNSEEN, "cross_entropy_per_row.py", "cross_entropy"),
+    (LEVEL2, "99_Matmul_GELU_Softmax.py", "product_softmax"),
+    (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
@@ -54,6 +57,12 @@ POINTS = [
      {"BLOCK_C": 128, "ROWS": 1}, dict(rows=5, classes=1000)),
     (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy.online_rows",
      {"BLOCK_C": 256, "ROWS": 16, "ELEMENTS_PER_PROGRAM": 16384}, dict(rows=1500, classes=300)),
+    (LEVEL2, "99_Matmul_GELU_Softmax.py", "product_softmax.tile_statistics",
+     {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "NORM_BLOCK": 256, "NORM_ROWS": 2},
+     kernelbench_size(batch_size=20, in_features=70, out_features=300)),
+    (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax.row_resident",
+     {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16},
+     dict(batch=20, in_features=33, out_features=100)),
 ]  # fmt: skip
 
 
@@ -69,7 +78,11 @@ def test_strategy_points_are_correct_over_several_chunks(
 
 @pytest.mark.parametrize(
     "path",
-    [LEVEL1 / "92_cumsum_exclusive.py", LEVEL1 / "95_CrossEntropyLoss.py"],
+    [
+        LEVEL1 / "92_cumsum_exclusive.py",
+        LEVEL1 / "95_CrossEntropyLoss.py",
+        LEVEL2 / "99_Matmul_GELU_Softmax.py",
+    ],
     ids=lambda p: p.name,
 )
 def test_offline_generator_proposes_them(path):

@@ -16,6 +16,9 @@ class RungResult:
     high: float
     cv: float
     samples: int
+    # Per size label: [speedup, interval low, interval high]. Empty in sessions stored before
+    # results were kept per shape (engine.session.store fills it from their evaluations).
+    shapes: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass

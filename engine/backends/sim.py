@@ -16,6 +16,7 @@ import random
 import time
 
 from engine.gate.static import static_check
+from engine.generate.composite import routed_members
 from engine.jobs import EvalJob, EvalResult, ShapeTiming
 from engine.problems import Problem
 from engine.timing.stats import speedup_interval, summarize
@@ -27,6 +28,11 @@ FAIL_REASONS = ("wrong_output", "compile_error", "unwritten_output", "timeout")
 SIM_RESAMPLES = 100
 # Synthetic device: a fixed launch overhead plus a copy-bandwidth-like cost per element.
 LAUNCH_MS, MS_PER_ELEMENT = 0.005, 2e-9
+# How much a kernel's speed varies between the target shapes (log-normal spread around its
+# quality): shape specialists exist, as on a GPU, where the winners of small and large shapes
+# differ.
+SHAPE_SPREAD = 0.1
+DISPATCH_MS = 0.001  # what a composite's Python dispatch adds to a call (about 1 us, measured)
 PROFILE_SECONDS = 8.0
 CENSUS_SECONDS = 5.0  # one ncu pass over every target size, names and durations only
 # Wall seconds an evaluation lasts per GPU-second it simulates: 1, a GPU's pace, by default.
@@ -64,6 +70,12 @@ def reference_ms(problem: Problem, label: str) -> float:
     return LAUNCH_MS + MS_PER_ELEMENT * elements
 
 
+def _speed(sha: str, label: str) -> float:
+    """A kernel's true speedup over the reference at one size: its quality, varied by shape."""
+    quality = math.exp(0.5 * _normal(sha, "quality"))
+    return quality * math.exp(SHAPE_SPREAD * _normal(sha, "size", label))
+
+
 class SimBackend:
     name = "sim"
     profile_seconds = PROFILE_SECONDS
@@ -91,19 +103,23 @@ class SimBackend:
             return EvalResult(False, rejection.reason, rejection.message)
         sha = job.sha256
         compile_s = 0.5 + 1.5 * _unit(sha, "compile")
-        if job.check and _unit(sha, "fails") < FAIL_FRACTION:
+        routed = routed_members(job.source)  # a composite runs its members' (passing) kernels
+        if job.check and not routed and _unit(sha, "fails") < FAIL_FRACTION:
             reason = FAIL_REASONS[int(_unit(sha, "reason") * len(FAIL_REASONS))]
             return EvalResult(
                 False, reason, f"simulated {reason} (sim backend, from the candidate's hash)",
                 gpu_seconds={"compile": compile_s},
             )  # fmt: skip
-        quality = math.exp(0.5 * _normal(sha, "quality"))  # true speedup over the reference
         cv = 0.01 + 0.06 * _unit(sha, "noise")
         rng = random.Random(_unit(sha, job.seed, job.rung.index))
         timings, check_s, time_s = [], 0.0, 0.0
         for label in job.rung.size_labels:
             ref = reference_ms(problem, label)
-            cand = ref / (quality * math.exp(0.1 * _normal(sha, "size", label)))
+            if routed:
+                default, winners = routed
+                cand = DISPATCH_MS + ref / _speed(winners.get(label, default), label)
+            else:
+                cand = ref / _speed(sha, label)
             cand_ms = [cand * math.exp(rng.gauss(0.0, cv)) for _ in range(job.rung.reps)]
             ref_ms = [ref * math.exp(rng.gauss(0.0, 0.02)) for _ in range(job.rung.reps)]
             speedup, interval = speedup_interval(ref_ms, cand_ms, resamples=SIM_RESAMPLES)

@@ -93,9 +93,10 @@ def check_symbols(module: ModuleType, path: Path) -> None:
 
 
 def inspect_size(module: ModuleType, path: Path, size: Size):
-    """Trace the reference on one size (meta device); returns (calls, output spec)."""
+    """Trace the reference on one size (meta device); returns (calls, output spec, input spec:
+    each argument's shape, None for one that is not a tensor)."""
     try:
-        calls, out = trace_on_meta(
+        calls, out, inputs = trace_on_meta(
             module.Model,
             lambda **p: call_with_size(module.get_init_inputs, p),
             lambda **p: call_with_size(module.get_inputs, p),
@@ -112,7 +113,8 @@ def inspect_size(module: ModuleType, path: Path, size: Size):
         raise ProblemError(
             f"{path}: Model.forward must return a tensor or a tuple of tensors, not {kinds}"
         )
-    return calls, [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs]
+    shapes = [list(a.shape) if isinstance(a, torch.Tensor) else None for a in inputs]
+    return calls, [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs], shapes
 
 
 def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
@@ -126,9 +128,10 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
     module = import_module_from(path, "problem")
     check_symbols(module, path)
     sizes, derived = read_sizes(module, path)
-    output_specs, calls = {}, {}
+    output_specs, calls, input_specs = {}, {}, {}
     for size in sizes:
-        calls[size.label], output_specs[size.label] = inspect_size(module, path, size)
+        label = size.label
+        calls[label], output_specs[label], input_specs[label] = inspect_size(module, path, size)
     traced = dict.fromkeys(c.op for size_calls in calls.values() for c in size_calls)
     replaces = list(getattr(module, "REPLACES", traced))
     tolerance = getattr(module, "TOLERANCE", None)
@@ -140,6 +143,7 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
         tolerance=tolerance,
         replaces=tuple(replaces),
         output_specs=output_specs,
+        input_specs=input_specs,
         calls=calls,
         precision_policy=precision_policy,
         derived_tiny=derived,

@@ -33,6 +33,9 @@ class Problem:
     replaces: tuple[str, ...]
     # Output shape and dtype per size label, found by running the reference on the meta device.
     output_specs: dict = field(default_factory=dict)
+    # Each argument's shape per size label (None for one that is not a tensor), from the same
+    # run: how a composite of per-shape winners tells the sizes apart (engine.generate.composite).
+    input_specs: dict = field(default_factory=dict)
     # The reference's operator calls (trace.OpCall) per size label, for matching hint families.
     calls: dict = field(default_factory=dict)
     # The session's precision policy, one of PRECISION_POLICIES: it travels with the problem to

@@ -122,10 +122,11 @@ class OperatorRecorder(TorchFunctionMode):
 
 
 def trace_on_meta(model_cls, init_inputs_fn, inputs_fn, params: dict):
-    """Run the reference on meta tensors: no memory, no compute. Returns (calls, outputs)."""
+    """Run the reference on meta tensors: no memory, no compute. Returns (calls, outputs,
+    inputs)."""
     with torch.device("meta"):
         model = model_cls(*init_inputs_fn(**params))
         inputs = inputs_fn(**params)
         with OperatorRecorder() as recorder:
             out = model(*inputs)
-    return recorder.calls, out
+    return recorder.calls, out, inputs

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field, replace
 
 from engine.backends.base import Backend
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
+from engine.generate.composite import ORIGIN as COMPOSITE
 from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
 from engine.problems import Problem
 from engine.records import Candidate, RungResult
-from engine.search import fidelity, report, scheduler
+from engine.search import fidelity, report, scheduler, specialists
 from engine.search.budget import Ledger
 from engine.search.commands import apply_command
-from engine.search.score import score, speedup_summary
+from engine.search.score import per_shape, score, speedup_summary
 from engine.session import publish
 from engine.session.lock import EngineLock
 from engine.session.settings import SessionSettings
@@ -236,7 +237,7 @@ class Engine:
         promotion = scheduler.next_promotion(self.index, list(self.pinned.values()), self.top_rung)
         if promotion:
             c, rung = promotion
-            why = ""
+            why = scheduler.specialty(self.index, c, rung - 1)
             if rung == 1:
                 self.search.rung0_promotions += 1
                 audit = self.search.rung0_promotions % fidelity.AUDIT_EVERY == 0 and self.audit()
@@ -298,7 +299,12 @@ class Engine:
 
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult):
         self.search.inflight = None
-        c.gpu_seconds += self.ledger.charge_evaluation(rung, result.gpu_seconds)
+        # A composite of per-shape winners is part of the search's answer, as its census is:
+        # its GPU-seconds are charged, but it is not one of the budget's evaluations.
+        charge = (
+            self.ledger.charge_census if c.origin == COMPOSITE else self.ledger.charge_evaluation
+        )
+        c.gpu_seconds += charge(rung, result.gpu_seconds)
         write.evaluations.append((c.id, rung, self.search.step, result.passed, result.to_dict()))
         write.candidates.append(c)
         c.rung = rung
@@ -311,9 +317,11 @@ class Engine:
             return
         speedup, low, high, cv = speedup_summary(result)
         samples = sum(len(t.samples_ms) for t in result.timings)
-        c.results[rung] = RungResult(score(speedup, cv, rung), speedup, low, high, cv, samples)
+        c.results[rung] = RungResult(
+            score(speedup, cv, rung), speedup, low, high, cv, samples, per_shape(result)
+        )
         self.index.add(c, rung)
-        c.status = "done" if rung == self.top_rung else "alive"
+        c.status = "done" if rung == self.top_rung or c.origin == COMPOSITE else "alive"
         if rung == 1 and 0 in c.results:
             self.watch_agreement(write, c)
         if result.profile is not None:
@@ -423,6 +431,8 @@ class Engine:
         if self.search.state == "running" and reason is None:
             job = self.next_job(write)
             reason = None if job else "search space exhausted"
+        if job is None and self.search.state == "running":  # not on a stop: compose the answer
+            job = specialists.compose(self, write)
         if job is None:
             self.finish(write, reason)
             return False

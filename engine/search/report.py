@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.search.specialists import winners_summary
 from engine.session.publish import candidate_row, snapshot_rows
 
 
@@ -95,6 +96,7 @@ def snapshot(engine_like, all_rows: bool = False) -> dict:
         "allowed_torch_ops": list(settings.allowed_torch_ops),
         "timings_meaningful": settings.backend != "cpu",
         "best": best_summary(engine_like),
+        "shape_winners": winners_summary(engine_like),
         "budget": budget_summary(engine_like),
         "ledger": ledger_summary(engine_like),
         "progress": search.progress,

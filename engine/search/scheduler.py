@@ -7,12 +7,18 @@ rival.
 A candidate is pruned only when its whole interval lies below the interval of the rung's cutoff
 (the last candidate inside the top 1/eta): worse with confidence, not merely on a point estimate.
 Pinned candidates are never pruned and may always climb.
+
+Per-shape specialists: where a rung times several shapes, the candidate with the best speedup at
+a shape (ties to the older) leads that shape; once the rung has a quota at all, a leader may climb
+although its geometric mean is outside the quota, and it is never pruned while it leads. A
+composite of leaders (engine.generate.composite) dispatches to them and leads nothing itself.
 """
 
 from __future__ import annotations
 
 import bisect
 
+from engine.generate.composite import ORIGIN as COMPOSITE
 from engine.records import Candidate
 
 ETA = 3
@@ -28,6 +34,7 @@ class RungIndex:
 
     def __init__(self, population: list[Candidate]):
         self.items: dict[int, list[Candidate]] = {}
+        self.leaders: dict[int, dict[str, Candidate]] = {}  # rung -> size label -> its leader
         for c in population:
             left = c.vetoed or (c.census or {}).get("status") == "rejected"  # as they were removed
             if not left:
@@ -41,6 +48,16 @@ class RungIndex:
     def add(self, c: Candidate, rung: int) -> None:
         items = self.items.setdefault(rung, [])
         items.insert(bisect.bisect_left(items, self.rank(rung)(c), key=self.rank(rung)), c)
+        self._lead(c, rung)
+
+    def _lead(self, c: Candidate, rung: int) -> None:
+        if c.origin == COMPOSITE:
+            return
+        leaders = self.leaders.setdefault(rung, {})
+        for label, (speedup, *_) in c.results[rung].shapes.items():
+            held = leaders.get(label)
+            if held is None or (speedup, -c.seq) > (held.results[rung].shapes[label][0], -held.seq):
+                leaders[label] = c
 
     def remove(self, c: Candidate) -> None:
         for rung in c.results:
@@ -48,6 +65,10 @@ class RungIndex:
             at = bisect.bisect_left(items, self.rank(rung)(c), key=self.rank(rung))
             if at < len(items) and items[at] is c:
                 del items[at]
+            if any(held is c for held in self.leaders.get(rung, {}).values()):
+                self.leaders[rung] = {}
+                for other in items:
+                    self._lead(other, rung)
 
     def measured(self, rung: int) -> list[Candidate]:
         return self.items.get(rung, [])
@@ -93,12 +114,35 @@ def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], l
     return by_score[:first], sorted(by_score[first:last], key=less_measured(rung))[: k - first]
 
 
+def specialists(index: RungIndex, rung: int) -> list[Candidate]:
+    """The leaders of the rung's shapes, oldest first; none where the rung times one shape."""
+    leaders = index.leaders.get(rung, {})
+    if len(leaders) < 2:
+        return []
+    return sorted({id(c): c for c in leaders.values()}.values(), key=lambda c: c.seq)
+
+
+def specialty(index: RungIndex, c: Candidate, rung: int) -> str:
+    """Why `c` may climb from `rung` although outside the quota: the shapes it leads there; or
+    empty when the quota holds it (or it is pinned)."""
+    k = quota(len(index.measured(rung)))
+    leading, straddling = top_members(index, rung, k)
+    if c.pinned or any(c is other for other in leading + straddling):
+        return ""
+    leads = [label for label, held in index.leaders.get(rung, {}).items() if held is c]
+    return f" (a specialist: leads at {', '.join(leads)})" if leads else ""
+
+
 def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
-    """Waiting candidates among the best 1/eta of the rung, best score first."""
-    leading, straddling = top_members(index, rung, quota(len(index.measured(rung)), eta))
-    return [c for c in leading if waiting(c, rung)] + sorted(
-        (c for c in straddling if waiting(c, rung)), key=RungIndex.rank(rung)
-    )
+    """Waiting candidates among the best 1/eta of the rung, and (once the rung has a quota) the
+    waiting leaders of its shapes, best score first."""
+    k = quota(len(index.measured(rung)), eta)
+    leading, straddling = top_members(index, rung, k)
+    chosen = [c for c in leading + straddling if waiting(c, rung)]
+    inside = set(map(id, chosen))
+    if k:
+        chosen += [c for c in specialists(index, rung) if waiting(c, rung) and id(c) not in inside]
+    return sorted(chosen, key=RungIndex.rank(rung))
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
@@ -122,10 +166,11 @@ def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
         return []
     leading, straddling = top_members(index, rung, k)
     cutoff = (straddling or leading)[-1].results[rung]
+    leaders = set(map(id, specialists(index, rung)))
     out = []
     for c in reversed(measured):
         if c.results[rung].high >= cutoff.low:
             break
-        if waiting(c, rung) and not c.pinned:
+        if waiting(c, rung) and not c.pinned and id(c) not in leaders:
             out.append(c)
     return sorted(out, key=lambda c: c.seq)

@@ -34,6 +34,11 @@ def speedup_summary(result: EvalResult) -> tuple[float, float, float, float]:
     return speedup, low, high, cv
 
 
+def per_shape(result: EvalResult) -> dict[str, list[float]]:
+    """{size label: [speedup, interval low, interval high]} of an evaluation's timings."""
+    return {t.size_label: [t.speedup, *t.speedup_ci] for t in result.timings}
+
+
 def score(speedup: float, cv: float, rung: int) -> float:
     """S(p, r) from a rung's geometric-mean speedup and worst CV (speedup_summary)."""
     penalty = math.exp(-INSTABILITY_WEIGHT * max(0.0, cv - CV_TOLERATED))

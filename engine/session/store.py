@@ -143,7 +143,24 @@ class Store:
 
     def candidates(self) -> list[Candidate]:
         rows = self.db.execute("SELECT record FROM candidates ORDER BY seq").fetchall()
-        return [Candidate.from_row(json.loads(r[0])) for r in rows]
+        candidates = [Candidate.from_row(json.loads(r[0])) for r in rows]
+        if any(not r.shapes for c in candidates for r in c.results.values()):
+            self._fill_shapes(candidates)
+        return candidates
+
+    def _fill_shapes(self, candidates: list[Candidate]) -> None:
+        """Per-shape results of a session stored before they were kept, from the timings of
+        its evaluations (one passed evaluation per candidate and rung)."""
+        rows = self.db.execute(
+            "SELECT candidate, rung, result FROM evaluations WHERE passed ORDER BY step"
+        ).fetchall()
+        timings = {(cid, rung): json.loads(result)["timings"] for cid, rung, result in rows}
+        for c in candidates:
+            for rung, result in c.results.items():
+                if not result.shapes:
+                    found = timings.get((c.id, rung), [])
+                    result.shapes = {t["size_label"]: [t["speedup"], *t["speedup_ci"]]
+                                     for t in found}  # fmt: skip
 
     def evaluations(self, candidate_id: str) -> list[dict]:
         rows = self.db.execute(

@@ -211,9 +211,14 @@ def read_inbox(paths: SessionPaths) -> list[dict]:
 
 def spent_budget_message(paths: SessionPaths) -> str | None:
     """Why resuming now would stop at once: a limit is spent and no budget command waits in the
-    inbox (what one adds is the engine's to judge); None when there is budget to go on with."""
+    inbox (what one adds is the engine's to judge); None when there is budget to go on with, or
+    when the search's end was cut short with the composite of its per-shape winners planned
+    (timed beyond the budget, as the answer's census is)."""
     snapshot = read_snapshot(paths)
     if snapshot is None or any(c.get("command") == "budget" for c in read_inbox(paths)):
+        return None
+    planned = [c for c in snapshot["candidates"] if c["status"] == "evaluating"]
+    if any(c["origin"] == "composite" for c in planned):
         return None
     budget = snapshot["budget"]
     spent = [kind for kind, left in budget["left"].items() if left is not None and left <= 0]

@@ -106,6 +106,11 @@ def cmd_show(args) -> int:
     print(f"precision policy: {data['precision_policy']}")
     if data.get("allowed_torch_ops"):
         print(f"torch ops allowed in forward: {', '.join(data['allowed_torch_ops'])}")
+    winners = data.get("shape_winners") or {"sizes": {}}
+    if len({w["id"] for w in winners["sizes"].values()}) > 1:
+        print(f"per-size winners at rung {winners['rung']}:")
+        for label, w in winners["sizes"].items():
+            print(f"  {label}: {w['id']} {w['speedup']:.3f}x")
     for c in sorted(data["candidates"], key=lambda c: -(c["score"] or 0))[:20]:
         speed = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
         print(

@@ -121,8 +121,16 @@ def _free_tag(trees) -> str:
     raise AssertionError("unreachable")
 
 
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp,
-          ast.SetComp, ast.DictComp, ast.GeneratorExp)  # fmt: skip
+SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
 
 
 def _same_scope(node):
@@ -131,8 +139,11 @@ def _same_scope(node):
     yield node
     if isinstance(node, SCOPES):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            outer = [*node.decorator_list, *getattr(node, "bases", []),
-                     *getattr(node, "keywords", [])]  # fmt: skip
+            outer = [
+                *node.decorator_list,
+                *getattr(node, "bases", []),
+                *getattr(node, "keywords", []),
+            ]
             for child in outer:
                 yield from _same_scope(child)
         return
@@ -199,8 +210,11 @@ class _Imports:
             for alias in stmt.names:
                 if alias.name == "*":
                     raise CompositeError("a member imports *: its names cannot be merged")
-                one = (ast.Import([alias]) if isinstance(stmt, ast.Import)
-                       else ast.ImportFrom(stmt.module, [alias], stmt.level))  # fmt: skip
+                one = (
+                    ast.Import([alias])
+                    if isinstance(stmt, ast.Import)
+                    else ast.ImportFrom(stmt.module, [alias], stmt.level)
+                )
                 line = ast.unparse(one)
                 if isinstance(stmt, ast.Import) and not alias.asname:
                     name = alias.name.split(".")[0]

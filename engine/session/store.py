@@ -159,8 +159,9 @@ class Store:
             for rung, result in c.results.items():
                 if not result.shapes:
                     found = timings.get((c.id, rung), [])
-                    result.shapes = {t["size_label"]: [t["speedup"], *t["speedup_ci"]]
-                                     for t in found}  # fmt: skip
+                    result.shapes = {
+                        t["size_label"]: [t["speedup"], *t["speedup_ci"]] for t in found
+                    }
 
     def evaluations(self, candidate_id: str) -> list[dict]:
         rows = self.db.execute(

@@ -6,9 +6,11 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 
 # What an evaluation's seconds went to. Compiling (the runner's start, importing the candidate,
-# its first call, where Triton compiles) is CPU work; the rest held the GPU: the judge's inputs
-# and float64 reference, the candidate's checked calls, its timing, and profiles.
-CPU_ACTIVITIES = ("compile",)
+# its first call, where Triton compiles; waiting for a compile worker) is CPU work; so is
+# "precompile", the compile workers' own time, spent beside the GPU's work
+# (engine.backends.compile_pool). The rest held the GPU: the judge's inputs and float64
+# reference, the candidate's checked calls, its timing, and profiles.
+CPU_ACTIVITIES = ("compile", "precompile")
 GPU_ACTIVITIES = ("reference", "check", "time", "profile")
 ACTIVITIES = CPU_ACTIVITIES + GPU_ACTIVITIES
 

@@ -19,6 +19,11 @@ class Backend(Protocol):
         """Gate (when job.check) and time the candidate; never raises for a bad candidate."""
         ...
 
+    def prepare(self, problem: Problem, sources: list[str], labels) -> None:
+        """`sources` are the next candidates to be evaluated, in order: a backend may start on
+        them (compile their kernels at the sizes `labels`) while it evaluates others."""
+        ...
+
     def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
         """Where the backend can see a GPU's launch records: reject a passed `result` whose
         forward calls at `labels` launched kernels that are not the candidate's."""

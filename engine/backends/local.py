@@ -13,6 +13,7 @@ import threading
 import time
 from collections import defaultdict
 
+from engine.backends.compile_pool import CompilePool, default_workers, gpu_target
 from engine.gate.correctness import CandidateRejected
 from engine.gate.kernel_census import check_kernel_census
 from engine.gate.static import static_check
@@ -31,6 +32,9 @@ CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # timing inputs) each timing draws one of; the judge banks their references
 # (engine.worker.reference_bank).
 CHECK_POOL, RECHECK_POOL = 8, 4
+AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
+# `KERNELBRAIN_COMPILE_WORKERS=N` sets how many compile workers run beside the GPU; 0: none.
+COMPILE_WORKERS_SWITCH = "KERNELBRAIN_COMPILE_WORKERS"
 
 
 def check_seeds(seed: int, count: int) -> list[int]:
@@ -58,8 +62,14 @@ class LocalBackend:
 
     def __init__(
         self, device: str = "cuda", gpu: int = 0, timeouts: Timeouts | None = None,
-        profile_timeout_s: float = 300.0,
+        profile_timeout_s: float = 300.0, compile_target: str | None = AUTO,
+        compile_workers: int | None = None,
     ):  # fmt: skip
+        """`compile_target`: the GPU target ("cuda:90:32") that candidates are compiled for
+        ahead of their first evaluation, by `compile_workers` compile workers beside the GPU
+        (default: KERNELBRAIN_COMPILE_WORKERS, else compile_pool.default_workers()). AUTO: this
+        GPU's on cuda, none on cpu (the interpreter compiles nothing; a target given there still
+        rejects kernels that would not compile for it). None: no compiling ahead."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"LocalBackend runs on 'cuda' or 'cpu', not {device!r}")
         self.name = device
@@ -75,6 +85,12 @@ class LocalBackend:
         # The judge of this device: one request an evaluation (check, timing and re-check in one
         # fresh runner, so a candidate loads and compiles once an evaluation).
         self.judge_client = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
+        if compile_target == AUTO:
+            compile_target = gpu_target(gpu) if device == "cuda" else None
+        if compile_workers is None:
+            compile_workers = int(os.environ.get(COMPILE_WORKERS_SWITCH) or default_workers())
+        self.compile_pool = (CompilePool(compile_target, compile_workers, timeouts)
+                             if compile_target and compile_workers > 0 else None)  # fmt: skip
 
     @property
     def isolation(self) -> dict:
@@ -121,6 +137,41 @@ class LocalBackend:
         request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
         return self._result(self.judge_client.run(request))
 
+    def prepare(self, problem: Problem, sources: list[str], labels) -> None:
+        """Have `sources` (the next candidates to be evaluated, in order) compiled ahead, at
+        the sizes `labels`, while the GPU works on others."""
+        if not self.compile_pool:
+            return
+        sizes = self.sizes_for(problem, labels)
+        for source in sources:
+            key = source_sha256(source)
+            if not self.compile_pool.submitted(key) and not static_check(problem, source):
+                self.compile_pool.submit(key, self._compile_request(problem, source, sizes))
+
+    def compiled_ahead(self, problem: Problem, source: str, sizes: list[Size]) -> dict:
+        """The outcome of compiling `source` ahead (engine.worker.precompile.outcome, with its
+        worker's `gpu_seconds`), once it is done; compiled now where `prepare` did not."""
+        request = self._compile_request(problem, source, sizes)
+        return self.compile_pool.result(source_sha256(source), request)
+
+    def _compile_request(self, problem: Problem, source: str, sizes: list[Size]) -> dict:
+        model_seed = seed_pools(0)[0]  # the weights' values do not matter to a compiler
+        return self.judge_request(problem, source, sizes, device="compile", model_seed=model_seed)
+
+    def _wait_for_compile(self, problem: Problem, source: str, sizes: list[Size]
+                          ) -> tuple[EvalResult | None, dict]:  # fmt: skip
+        """(the rejection of a compile error or None, the seconds to charge) of the
+        candidate's compile in a worker: its own seconds and those the GPU waited for it."""
+        start = time.monotonic()
+        found = self.compiled_ahead(problem, source, sizes)
+        charges = {"precompile": found["gpu_seconds"].get("compile", 0.0),
+                   "compile": time.monotonic() - start}  # fmt: skip
+        if found.get("status") != "rejected":
+            return None, charges
+        rejected = EvalResult(False, found["reason"], found["message"],
+                              meaningful=self.timings_meaningful, gpu_seconds=charges)  # fmt: skip
+        return rejected, charges
+
     def evaluate(self, problem: Problem, job: EvalJob, sizes: list[Size] | None = None
                  ) -> EvalResult:  # fmt: skip
         """Gate (when job.check) and time; `sizes` overrides the rung's (the check command)."""
@@ -137,6 +188,11 @@ class LocalBackend:
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
+        charges = {}
+        if job.check and self.compile_pool:  # its kernels compiled before it holds the GPU
+            rejected, charges = self._wait_for_compile(problem, job.source, sizes)
+            if rejected:
+                return rejected
         # The check's seeds run at the smallest size, where they are cheap; every timed size is
         # checked again after its timing, on a fresh seed (the re-check).
         smallest = min(sizes, key=lambda s: math.prod(v for v in s.params.values()
@@ -146,6 +202,7 @@ class LocalBackend:
                                      timing=timing)  # fmt: skip
         with self._gpu_lock():
             result = self._result(self.judge_client.run(request))
+        result.gpu_seconds = _add(result.gpu_seconds, charges)
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
             _reject_foreign_kernels(result.profile, job.source, problem, result)
@@ -208,6 +265,8 @@ class LocalBackend:
         )
 
     def close(self) -> None:
+        if self.compile_pool:
+            self.compile_pool.close()
         self.judge_client.close()
         shutil.rmtree(self.triton_caches, ignore_errors=True)
 

@@ -144,6 +144,9 @@ class SimBackend:
             gpu_seconds=gpu_seconds, profile=profile, precision="fp32",
         )  # fmt: skip
 
+    def prepare(self, problem: Problem, sources: list[str], labels) -> None:
+        """Nothing compiles here."""
+
     def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:
         """No launch records to read; the census's cost is charged, as on cuda."""
         if result.passed:

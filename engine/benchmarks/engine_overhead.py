@@ -71,6 +71,9 @@ class TimedBackend:
         finally:
             self.seconds += time.perf_counter() - start
 
+    def prepare(self, problem, sources, labels):
+        self.backend.prepare(problem, sources, labels)
+
     def close(self):
         self.backend.close()
 

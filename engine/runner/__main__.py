@@ -42,7 +42,7 @@ def become_runner(fds: list[int], device: str, exchange: str) -> int:
     for target, fd in enumerate(high):
         os.dup2(fd, target)
     os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))
-    program = candidate_program(os.getpid(), allow_processes=device == "cuda")
+    program = candidate_program(os.getpid(), allow_processes=device != "cpu")
     if program is not None:
         install(program)
     return serve(device, exchange, SHARE_FD if len(fds) > SHARE_FD else None)

@@ -88,11 +88,24 @@ def _check_size(name: str, size: int, expected: int, desc: dict) -> None:
         )
 
 
+def describe_meta(tensor: torch.Tensor) -> dict:
+    return {"dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape),
+            "stride": list(tensor.stride())}  # fmt: skip
+
+
+def meta_tensor(desc: dict) -> torch.Tensor:
+    """A tensor without memory of the described dtype, shape and strides."""
+    return torch.empty_strided(desc["shape"], desc["stride"], dtype=DTYPES[desc["dtype"]],
+                               device="meta")  # fmt: skip
+
+
 def encode_values(folder: str, prefix: str, values) -> list[dict]:
     """Arguments as descriptions: tensors to files, plain values (numbers, strings, lists) as is."""
     encoded = []
     for i, value in enumerate(values):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) and value.is_meta:  # a shape alone (compile box)
+            encoded.append({"meta": describe_meta(value)})
+        elif isinstance(value, torch.Tensor):
             encoded.append({"tensor": write_tensor(folder, f"{prefix}{i}", value)})
         elif value is None or isinstance(value, (bool, int, float, str, list, tuple)):
             encoded.append({"value": value})
@@ -115,6 +128,8 @@ def decode_values(
             if imported is None:
                 raise ExchangeError("shared memory where none was offered")
             values.append(imported(item["shared"]))
+        elif "meta" in item:
+            values.append(meta_tensor(item["meta"]))
         elif "tensor" in item:
             if device == "cpu":
                 values.append(read_tensor(folder, item["tensor"], shared=shared))

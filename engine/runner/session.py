@@ -13,7 +13,15 @@ import torch
 
 from .calls import build_model_new
 from .cuda_share import Shared
-from .exchange import DTYPES, decode_values, dtype_name, encode_values, read_tensor, write_tensor
+from .exchange import (
+    DTYPES,
+    decode_values,
+    dtype_name,
+    encode_values,
+    meta_tensor,
+    read_tensor,
+    write_tensor,
+)
 from .guards import guarded_call
 from .timer import Bracket, noop
 
@@ -93,6 +101,26 @@ class RunnerSession:
         sys.modules["candidate"] = self.module
         spec.loader.exec_module(self.module)
         return {"ok": True}
+
+    def op_compile(self, message: dict) -> dict:
+        """In the compile box: one forward call at one size on meta tensors, which compiles
+        every kernel it launches (engine.runner.compile_only). A Triton compile error is the
+        candidate's; any other failure here only means "not compiled ahead" (the candidate may
+        need real values or a GPU, which the timing runner has)."""
+        from triton.compiler.errors import CompilationError
+        from triton.runtime.errors import PTXASError
+
+        init = decode_values(self.exchange, message["init"], "meta")
+        state = {k: meta_tensor(d) for k, d in message["state"].items()}
+        try:
+            model = build_model_new(self.module, init, message["seed"], "meta", state)
+            with torch.no_grad():
+                model(*decode_values(self.exchange, message["inputs"], "meta"))
+        except (CompilationError, PTXASError) as exc:
+            return {"error": {**describe_error(exc, self.candidate_file), "compile": True}}
+        except Exception as exc:
+            return {"skipped": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {"compiled": True}
 
     def op_build(self, message: dict) -> dict:
         """ModelNew for one size, seeded like Model, with Model's weights when they fit."""

@@ -31,6 +31,11 @@ def warm_up_template(device: str) -> None:
     be dead)."""
     if device == "cpu":
         guarded_call(_copy_call, [torch.ones(16)], "nan")
+    elif device == "compile":  # Triton's compiler loaded and run once, before any fork
+        from .compile_only import enter
+
+        enter()
+        _copy_call(torch.ones(16, device="meta"))
     else:
         guarded_call(torch.neg, [torch.ones(16)], "nan")
 

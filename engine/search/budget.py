@@ -80,7 +80,7 @@ class Ledger:
         default_factory=lambda: {a: 0.0 for a in GPU_ACTIVITIES}
     )
     cpu_seconds_by_activity: dict[str, float] = field(
-        default_factory=lambda: {a: 0.0 for a in CPU_ACTIVITIES}
+        default_factory=lambda: {"compile": 0.0}  # "precompile" too, once a worker compiled
     )
     llm_tokens_in: int = 0
     llm_tokens_out: int = 0
@@ -95,7 +95,9 @@ class Ledger:
 
     @property
     def idle_seconds(self) -> float:
-        busy = self.gpu_seconds + sum(self.cpu_seconds_by_activity.values())
+        """Wall time spent on neither GPU work nor compiling the GPU waited for (the compile
+        workers' time overlaps the GPU's)."""
+        busy = self.gpu_seconds + self.cpu_seconds_by_activity.get("compile", 0.0)
         return max(0.0, self.wall_seconds - busy)
 
     def charge_evaluation(self, rung: int, by_activity: dict[str, float]) -> float:

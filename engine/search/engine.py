@@ -34,6 +34,9 @@ CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a
 # counting the profile about to run. Short searches spend their budget on timing instead.
 PROFILE_SHARE = 0.25
 PAUSE_POLL_SECONDS = 0.2
+# Candidates at the head of the queue whose kernels the backend may compile ahead, beside the
+# evaluation at hand (the few that a step or two will reach, not the whole queue).
+COMPILE_AHEAD = 8
 CENSUS_TRIES = 3  # answers censused at the end of a search, at most, before it gives up
 
 
@@ -506,6 +509,8 @@ class Engine:
         for path in self._consumed_inbox:
             path.unlink(missing_ok=True)
         self._consumed_inbox = []
+        ahead = [self.by_id[cid].source for cid in self.search.queue[:COMPILE_AHEAD]]
+        self.backend.prepare(self.problem, ahead, self.ladder[-1].size_labels)
         self.lock.heartbeat()
         self.last_snapshot = self.snapshot()
         publish.write_snapshot(self.paths, self.last_snapshot)

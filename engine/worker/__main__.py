@@ -1,7 +1,8 @@
 """`python -m engine.worker`: the judge. One JSON request per line on stdin, one result per line.
 
 The judge never runs candidate code: each request gets a fresh runner, forked from the device's
-sandboxed template (engine.runner), which has imported torch and triton once. The protocol
+sandboxed template (engine.runner), which has imported torch and triton once; a judge of device
+"compile" only compiles candidates ahead of their timing, in runners without a GPU. The protocol
 travels on a private copy of the original stdout; fd 1 then points at stderr. The judge, and
 with it every runner, ends when the engine does, however the engine ends.
 """
@@ -15,6 +16,7 @@ import threading
 import time
 
 from engine.worker.judge import evaluate
+from engine.worker.precompile import precompile
 from engine.worker.reference_bank import ReferenceBank
 from engine.worker.sandbox import isolation
 from engine.worker.template import RunnerTemplate
@@ -46,7 +48,7 @@ def main() -> int:
         protocol.flush()
 
     templates: dict[str, RunnerTemplate] = {}
-    banks: dict[str, ReferenceBank] = {}
+    banks: dict[str, ReferenceBank | None] = {}
     exit_with_parent()
     box = isolation()
     send(
@@ -60,11 +62,14 @@ def main() -> int:
             device = request["device"]
             if device not in templates:
                 templates[device] = RunnerTemplate(device)
-                banks[device] = ReferenceBank(device)
-            result = evaluate(
-                request, lambda phase: send({"event": "phase", "phase": phase}),
-                templates[device], banks[device],
-            )  # fmt: skip
+                banks[device] = ReferenceBank(device) if device != "compile" else None
+            if device == "compile":  # compiling ahead (engine.worker.precompile)
+                result = precompile(request, templates[device])
+            else:
+                result = evaluate(
+                    request, lambda phase: send({"event": "phase", "phase": phase}),
+                    templates[device], banks[device],
+                )  # fmt: skip
             send({"event": "result", "result": result})
     finally:
         for template in templates.values():

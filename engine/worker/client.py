@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from engine.runner.compile_only import TARGET_VARIABLE
 from engine.worker.failures import death_message
 from engine.worker.sandbox import worker_environment
 
@@ -60,10 +61,12 @@ class WorkerClient:
     """One worker subprocess on one device; `run` never raises for a bad candidate."""
 
     def __init__(
-        self, device: str = "cpu", gpu: int | None = None, timeouts: Timeouts | None = None
-    ):
+        self, device: str = "cpu", gpu: int | None = None, timeouts: Timeouts | None = None,
+        compile_target: str | None = None,
+    ):  # fmt: skip
         self.device = device
         self.gpu = gpu
+        self.compile_target = compile_target  # device "compile": the GPU target ("cuda:90:32")
         self.timeouts = timeouts or Timeouts()
         self.proc: subprocess.Popen | None = None
         self.isolation: dict = {}
@@ -79,6 +82,8 @@ class WorkerClient:
         env = worker_environment(self.device)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        if self.device == "compile":  # no GPU is reachable from a compile judge or its runners
+            env.update({"CUDA_VISIBLE_DEVICES": "", TARGET_VARIABLE: self.compile_target})
         command = [sys.executable, "-m", "engine.worker"]
         self.starts += 1
         self.proc = subprocess.Popen(
@@ -195,6 +200,15 @@ class WorkerClient:
                 if result["fatal"]:
                     self._kill()
                 return {**result, "gpu_seconds": dict(gpu_seconds)}
+
+    def abort(self) -> None:
+        """Kill the worker now, even mid-request (which then ends as a crash)."""
+        proc = self.proc
+        if proc is not None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def close(self) -> None:
         with self._lock:

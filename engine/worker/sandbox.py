@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.runner.compile_only import TARGET_VARIABLE
 from engine.runner.seccomp import sandbox_program
 
 # Substrings of environment variable names that hold credentials.
@@ -66,7 +67,7 @@ RUNNER_RLIMITS = {
     resource.RLIMIT_NOFILE: 4096,
     resource.RLIMIT_FSIZE: 256 << 30,  # outputs of full-size problems cross as files
 }
-# Address space of a cpu runner (a CUDA context reserves far more, so cuda has none).
+# Address space of a cpu or compile runner (a CUDA context reserves far more: cuda has none).
 CPU_ADDRESS_SPACE = 16 << 30
 
 
@@ -200,9 +201,10 @@ def runner_environment(device: str, exchange: str, runner_root: str) -> dict:
     }
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
-    else:
+    elif device == "cuda":
         env["TRITON_LIBCUDA_PATH"] = libcuda_dir()
-    for name in ("CUDA_VISIBLE_DEVICES", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH"):
+    for name in ("CUDA_VISIBLE_DEVICES", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH",
+                 TARGET_VARIABLE):  # fmt: skip
         if name in os.environ:
             env[name] = os.environ[name]
     return env
@@ -249,7 +251,7 @@ def _prepare_child(device: str):
     def apply() -> None:
         for limit, value in RUNNER_RLIMITS.items():
             resource.setrlimit(limit, (value, value))
-        if device == "cpu":
+        if device != "cuda":
             resource.setrlimit(resource.RLIMIT_AS, (CPU_ADDRESS_SPACE, CPU_ADDRESS_SPACE))
 
     return apply

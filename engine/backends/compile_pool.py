@@ -1,0 +1,81 @@
+"""Compile workers beside the GPU: while one candidate is timed, the next ones compile.
+
+Each worker is a judge process of device "compile" (engine.worker.precompile): candidates compile
+there in sandboxed runners without a GPU, into their own Triton cache, which their timing runner
+is then seeded with. Jobs run in the order they are submitted (the engine submits its queue's
+head first); `result` waits for one, submitting it first where nobody has.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from engine.worker.client import Timeouts, WorkerClient
+from engine.worker.precompile import outcome
+
+# Compile workers on a machine of N cores: a quarter of them, at most 4 (each is a process
+# with torch imported; the timing process keeps cores of its own to launch kernels from).
+MAX_WORKERS = 4
+
+
+def default_workers() -> int:
+    return max(1, min(MAX_WORKERS, (os.cpu_count() or 1) // 4))
+
+
+def gpu_target(gpu: int) -> str | None:
+    """GPU `gpu`'s compile target, "cuda:<capability>:<warp size>", read from nvidia-smi (which
+    needs no CUDA context); None where it cannot be read."""
+    query = ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader", "-i", str(gpu)]
+    try:
+        found = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        major, minor = found.stdout.strip().split(".")
+        return f"cuda:{int(major) * 10 + int(minor)}:32"
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+class CompilePool:
+    def __init__(self, target: str, workers: int, timeouts: Timeouts | None = None):
+        self.target = target
+        self.clients = [WorkerClient("compile", None, timeouts, target) for _ in range(workers)]
+        self._idle: queue.Queue = queue.Queue()
+        for client in self.clients:
+            self._idle.put(client)
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="kb-compile")
+        self._jobs: dict[str, Future] = {}
+
+    def submitted(self, key: str) -> bool:
+        return key in self._jobs
+
+    def submit(self, key: str, request: dict) -> None:
+        """Compile `request` (a judge request of device "compile") unless `key` was submitted."""
+        if key not in self._jobs:
+            self._jobs[key] = self._executor.submit(self._compile, request)
+
+    def result(self, key: str, request: dict) -> dict:
+        """The outcome of `key`'s compile (engine.worker.precompile.outcome), once it is done,
+        with `gpu_seconds` {"compile": seconds it took in its worker}."""
+        self.submit(key, request)
+        return self._jobs[key].result()
+
+    def _compile(self, request: dict) -> dict:
+        client = self._idle.get()
+        try:
+            found = client.run(request)
+        finally:
+            self._idle.put(client)
+        if "status" not in found:  # the worker itself died, or hung past the engine's backstop
+            found = {**outcome("skipped", message=found["message"]), **found}
+        return found
+
+    def close(self) -> None:
+        """Drop what has not started; end the workers, mid-compile too."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for client in self.clients:
+            client.abort()
+        self._executor.shutdown(wait=True)
+        for client in self.clients:
+            client.close()

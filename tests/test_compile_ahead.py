@@ -1,0 +1,219 @@
+"""Compiling ahead (engine.backends.compile_pool, engine.worker.precompile): candidates' kernels
+compiled for an H200 (sm_90) by real sandboxed compile workers, on this machine without a GPU,
+before their evaluation in the real judge on the cpu backend."""
+
+import json
+import os
+import socket
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from engine.backends.local import LocalBackend
+from engine.backends.sim import SimBackend
+from engine.compose import create_session, resume_session
+from engine.jobs import EvalJob, RungSpec, source_sha256
+from engine.problems import load_problem
+from engine.search.budget import Ledger
+from engine.session.settings import SessionSettings
+from engine.session_files import SessionPaths
+from engine.worker import Timeouts
+from engine.worker.sandbox import isolation
+from tests.adversarial import softmax as attacks
+
+CANDIDATES = Path(__file__).parent / "candidates"
+ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
+H200 = "cuda:90:32"
+TIMEOUTS = Timeouts(compile_s=60, run_s=30, time_s=60)
+sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    local = LocalBackend("cpu", timeouts=TIMEOUTS, compile_target=H200, compile_workers=1)
+    yield local
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    return load_problem("softmax")
+
+
+def first_evaluation(source: str, seq: int = 1) -> EvalJob:
+    return EvalJob(f"c{seq}", source, RungSpec(0, ("full0",), 1, 3, input_sets=1), seq)
+
+
+def cache_of(backend, source: str) -> Path:
+    return Path(backend.triton_caches) / source_sha256(source)[:32]
+
+
+def test_a_kernel_only_the_compiler_refuses_is_rejected_before_it_holds_the_gpu(backend, softmax):
+    source = (CANDIDATES / "softmax_loop_carried_type.py").read_text()
+    result = backend.evaluate(softmax, first_evaluation(source))
+    assert result.reason == "compile_error", result.message
+    assert "Loop-carried variable total" in result.message
+    assert set(result.gpu_seconds) == {"precompile", "compile"}  # no judge work at all
+    interpreter_only = LocalBackend("cpu", timeouts=TIMEOUTS, compile_target=None)
+    try:  # the interpreter alone lets it through
+        assert interpreter_only.check(softmax, source).passed
+    finally:
+        interpreter_only.close()
+
+
+def test_kernels_compiled_ahead_wait_in_the_candidates_own_cache(backend, softmax):
+    source = (CANDIDATES / "softmax_valid.py").read_text()
+    backend.prepare(softmax, [source], ["full0", "full1"])
+    found = backend.compiled_ahead(softmax, source, backend.sizes_for(softmax, ["full0"]))
+    assert found["status"] == "compiled" and found["compiled"] == ["tiny"], found
+    cubins = sorted(p.name for p in cache_of(backend, source).rglob("*.cubin"))
+    assert cubins == ["softmax_kernel.cubin"]  # PTX assembled for sm_90 by Triton's ptxas
+    result = backend.evaluate(softmax, first_evaluation(source, seq=2))
+    assert result.passed, result.message
+    assert result.gpu_seconds["precompile"] > 0  # the worker's seconds, CPU work
+    assert list(cache_of(backend, source).rglob("softmax_kernel.cubin"))  # kept for its next
+
+
+def test_a_candidate_that_needs_real_values_is_left_to_its_timing_runner(backend, softmax):
+    source = attacks.candidate("""
+        return launch(x.cpu())  # data where it is: meta tensors have none to copy
+    """)
+    found = backend.compiled_ahead(softmax, source, [softmax.size("tiny")])
+    assert found["status"] == "compiled" and found["compiled"] == []
+    assert "meta tensor" in found["skipped"]["tiny"], found
+    assert backend.evaluate(softmax, first_evaluation(source, seq=3)).passed
+
+
+def test_statically_rejected_sources_are_not_compiled(backend, softmax):
+    source = (CANDIDATES / "softmax_signature.py").read_text().replace("import triton", "import os")
+    backend.prepare(softmax, [source], ["full0"])
+    assert not backend.compile_pool.submitted(source_sha256(source))
+
+
+def test_a_compile_that_never_ends_is_rejected_at_the_compile_deadline(softmax):
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=5), compile_target=H200,
+                         compile_workers=1)  # fmt: skip
+    try:
+        found = local.compiled_ahead(softmax, attacks.HANGS_FOREVER, [softmax.size("tiny")])
+    finally:
+        local.close()
+    assert found["status"] == "rejected" and found["reason"] == "timeout", found
+
+
+SPIES = attacks.candidate("""
+    import os, subprocess
+    seen = {"env": dict(os.environ), "files": {}, "connected": [], "spawned": None,
+            "wrote": None}
+    for path in ("SECRET_FILE", "ENGINE_DIR/jobs.py", os.path.expanduser("~/.ssh/id_rsa")):
+        try:
+            seen["files"][path] = open(path).read()[:200]
+        except OSError as exc:
+            seen["files"][path] = type(exc).__name__
+    import socket
+    try:
+        socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+        seen["connected"].append("tcp")
+    except OSError as exc:
+        seen["connected"].append(type(exc).__name__)
+    try:
+        seen["spawned"] = subprocess.run(["/bin/sh", "-c", "echo shell"],
+                                         capture_output=True).stdout.decode()
+    except OSError as exc:
+        seen["spawned"] = type(exc).__name__
+    try:
+        open("ENGINE_DIR/pwned.py", "w").write("import os")
+        seen["wrote"] = "ENGINE_DIR/pwned.py"
+    except OSError as exc:
+        seen["wrote"] = type(exc).__name__
+    os.makedirs(os.environ["TRITON_CACHE_DIR"], exist_ok=True)
+    with open(os.path.join(os.environ["TRITON_CACHE_DIR"], "spy.json"), "w") as f:
+        f.write(repr(seen).replace("'", '"'))
+    return launch(x)
+""")
+
+
+@sandboxed
+def test_the_compile_box_holds_no_secret_network_shell_or_project(softmax, tmp_path, monkeypatch):
+    canary = f"sk-canary-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", canary)
+    secret = tmp_path / ".env"
+    secret.write_text(f"OPENAI_API_KEY={canary}\n")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept())
+            except OSError:
+                pass
+
+    watcher = threading.Thread(target=accept)
+    watcher.start()
+    source = SPIES
+    for name, value in (("SECRET_FILE", secret), ("ENGINE_DIR", ENGINE_DIR),
+                        ("PORT", listener.getsockname()[1])):  # fmt: skip
+        source = source.replace(name, str(value))
+    local = LocalBackend("cpu", timeouts=TIMEOUTS, compile_target=H200, compile_workers=1)
+    try:
+        found = local.compiled_ahead(softmax, source, [softmax.size("tiny")])
+        seen = json.loads((cache_of(local, source) / "spy.json").read_text())
+    finally:
+        local.close()
+        stop.set()
+        watcher.join()
+        listener.close()
+    assert found["status"] == "compiled", found
+    assert canary not in json.dumps(seen)
+    assert not any(k.endswith("_KEY") for k in seen["env"])
+    assert set(seen["files"].values()) == {"FileNotFoundError"}
+    assert seen["connected"] == ["PermissionError"] and not accepted
+    assert seen["spawned"] == "FileNotFoundError"  # no shell in the box
+    assert seen["wrote"] != f"{ENGINE_DIR}/pwned.py" and not (ENGINE_DIR / "pwned.py").exists()
+
+
+class Recording(SimBackend):
+    """The sim backend, with what the engine asked it to prepare written down."""
+
+    def __init__(self):
+        super().__init__()
+        self.prepared: list[tuple[list[str], tuple]] = []
+
+    def prepare(self, problem, sources, labels):
+        self.prepared.append((list(sources), tuple(labels)))
+
+
+def test_after_each_step_the_engine_hands_the_queues_head_to_the_backend(tmp_path):
+    paths = SessionPaths(tmp_path / "s")
+    create_session(paths, SessionSettings("softmax", "sim", 3, {"evaluations": 6}))
+    engine = resume_session(paths)
+    engine.backend = Recording()
+    engine.start()
+    for _ in range(4):
+        engine.step()
+        queued = [engine.by_id[c].source for c in engine.search.queue[:8]]
+        sources, labels = engine.backend.prepared[-1]
+        assert sources == queued and labels == engine.ladder[-1].size_labels
+    assert any(sources for sources, _ in engine.backend.prepared)
+
+
+def test_compile_workers_time_overlaps_the_gpus_and_is_not_idle():
+    ledger = Ledger()
+    ledger.charge_evaluation(0, {"precompile": 5.0, "compile": 1.0, "time": 2.0})
+    ledger.wall_seconds = 4.0
+    assert ledger.gpu_seconds == 2.0
+    assert ledger.cpu_seconds_by_activity == {"compile": 1.0, "precompile": 5.0}
+    assert ledger.idle_seconds == pytest.approx(1.0)  # 4 s of wall: 2 on the GPU, 1 waiting
+
+
+def test_compile_workers_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("KERNELBRAIN_COMPILE_WORKERS", "0")
+    local = LocalBackend("cpu", compile_target=H200)
+    try:
+        assert local.compile_pool is None
+    finally:
+        local.close()
+    assert os.environ["KERNELBRAIN_COMPILE_WORKERS"] == "0"

@@ -20,7 +20,7 @@ from kbtui.widgets.queue import QueueTable
 from kbtui.widgets.status import SessionStatus
 
 FAST_POLL = 0.05
-PRUNED = "c0010"  # pruned at rung 1 in the sim run
+PRUNED = "c0018"  # pruned at rung 1 in the sim run
 pytestmark = pytest.mark.anyio
 
 

@@ -17,8 +17,8 @@ from kbtui.widgets.diff import DiffPane
 from kbtui.widgets.queue import QueueTable
 
 FAST_POLL = 0.05
-PRUNED = "c0010"  # pruned at rung 1 in the sim run, in the middle of the Queue
-BEST, BEST_PARENT = "c0030", "c0016"  # the sim run's best candidate and its parent
+PRUNED = "c0018"  # pruned at rung 1 in the sim run, in the middle of the Queue
+BEST, BEST_PARENT = "c0007", "c0001"  # the sim run's best candidate and its parent
 pytestmark = pytest.mark.anyio
 
 
@@ -74,8 +74,8 @@ def source_lines(paths, candidate_id: str) -> int:
 
 
 async def test_diff_shows_the_changed_hunk_and_the_whole_file_on_request(session):
-    """At 140 columns the Diff pane is 54 wide: it shows the one changed line of the best with
-    up to three lines of context around it (the file ends one line after it), one line per
+    """At 140 columns the Diff pane is 54 wide: it shows the two changed lines of the best with
+    up to three lines of context around them (the file ends one line after them), one line per
     source line (long lines scroll sideways); `w` shows the whole file, `w` again the changes."""
     app = KernelBrainApp(session, poll_seconds=FAST_POLL)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -83,15 +83,16 @@ async def test_diff_shows_the_changed_hunk_and_the_whole_file_on_request(session
         await pilot.press("3")
         assert app.selected_id == BEST and app.diff_target == "parent"
         lines = diff_lines(app)
-        assert lines[0].strip() == "⋯ 52 unchanged lines"
-        assert [line[10] for line in lines[1:]] == [" ", " ", " ", "-", "+", " "]
-        assert "num_stages=2" in lines[4] and "num_stages=3" in lines[5]
+        assert lines[0].strip() == "⋯ 51 unchanged lines"
+        assert [line[10] for line in lines[1:]] == [" ", " ", " ", "-", "-", "+", "+", " "]
+        assert "BLOCK_K=1024" in lines[4] and "num_stages=3" in lines[5]
+        assert "BLOCK_K=512" in lines[6] and "num_stages=2" in lines[7]
         body = app.query_one(DiffPane).query_one(ScrollableContainer)
         assert body.max_scroll_x > 0  # the long lines scroll instead of wrapping
 
         await pilot.press("w")
         await pilot.pause()
-        assert len(diff_lines(app)) == source_lines(session, BEST) + 1  # one line changed
+        assert len(diff_lines(app)) == source_lines(session, BEST) + 2  # two lines changed
         await pilot.press("w")
         await pilot.pause()
         assert len(diff_lines(app)) == len(lines)
@@ -110,7 +111,7 @@ async def test_m_fills_the_screen_with_the_panes_and_back(session):
         assert app.screen.maximized is app.query_one(TabbedContent)
         assert not app.query_one(QueueTable).has_focus
         left, right = diff_lines(app)[1].split("│")
-        assert left.split()[0] == right.split()[0] == "53"  # side by side
+        assert left.split()[0] == right.split()[0] == "52"  # side by side
         await pilot.press("m")
         await pilot.pause()
         assert app.screen.maximized is None and app.query_one(QueueTable).has_focus

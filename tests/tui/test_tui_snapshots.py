@@ -15,8 +15,8 @@ from pilot_helpers import select, settle
 from engine.session_files import read_candidate
 from kbtui.app import KernelBrainApp
 
-PROFILER_UNAVAILABLE = "c0033"  # the first profile the budget allowed: the sim cannot profile
-NOT_PROFILED_YET = "c0002"  # never climbed past rung 0, which does not profile
+PROFILER_UNAVAILABLE = "c0030"  # the first profile the budget allowed: the sim cannot profile
+NOT_PROFILED_YET = "c0010"  # never climbed past rung 0; none of its strategy was profiled
 
 
 def showing(*keys: str, candidate: str | None = None):

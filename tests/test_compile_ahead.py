@@ -3,7 +3,6 @@ compiled for an H200 (sm_90) by real sandboxed compile workers, on this machine 
 before their evaluation in the real judge on the cpu backend."""
 
 import json
-import os
 import socket
 import threading
 import uuid
@@ -216,4 +215,41 @@ def test_compile_workers_can_be_turned_off(monkeypatch):
         assert local.compile_pool is None
     finally:
         local.close()
-    assert os.environ["KERNELBRAIN_COMPILE_WORKERS"] == "0"
+
+
+def test_a_worker_count_that_is_no_count_says_what_to_give(monkeypatch):
+    monkeypatch.setenv("KERNELBRAIN_COMPILE_WORKERS", "many")
+    with pytest.raises(ValueError, match="'many' is not a count: give 1"):
+        LocalBackend("cpu", compile_target=H200)
+
+
+PLANTS_IN_ITS_CACHE = attacks.candidate("""
+    import os
+    os.makedirs(os.environ["TRITON_CACHE_DIR"], exist_ok=True)
+    open(os.path.join(os.environ["TRITON_CACHE_DIR"], "planted-by-a-candidate"), "w").close()
+    return launch(x)
+""")
+LOOKS_FOR_THE_PLANT = attacks.candidate("""
+    import os
+    for top, _, names in os.walk(os.environ["TRITON_CACHE_DIR"]):
+        if "planted-by-a-candidate" in names:
+            raise RuntimeError("found another candidate's file in my Triton cache")
+    return launch(x)
+""")
+
+
+def test_a_compiled_ahead_cache_reaches_its_own_candidate_only(softmax):
+    """The first runner of a judge seeds every later runner's cache with its own warm-up's: a
+    candidate's cache (filled in the compile box, before its first evaluation) must not be in it."""
+    local = LocalBackend("cpu", timeouts=TIMEOUTS, compile_target=H200, compile_workers=1)
+    tiny = [softmax.size("tiny")]
+    try:  # the judge's runtime protection alone (the engine's static rules refuse `os`)
+        found = local.compiled_ahead(softmax, PLANTS_IN_ITS_CACHE, tiny)
+        assert found["status"] == "compiled", found
+        assert (cache_of(local, PLANTS_IN_ITS_CACHE) / "planted-by-a-candidate").exists()
+        planted = local.judge(softmax, PLANTS_IN_ITS_CACHE, tiny, check_seeds=[1])
+        assert planted.passed, planted.message
+        looking = local.judge(softmax, LOOKS_FOR_THE_PLANT, tiny, check_seeds=[1])
+    finally:
+        local.close()
+    assert looking.passed, looking.message

@@ -16,13 +16,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from engine.worker.client import Timeouts, WorkerClient
 from engine.worker.precompile import outcome
 
-# Compile workers on a machine of N cores: a quarter of them, at most 4 (each is a process
-# with torch imported; the timing process keeps cores of its own to launch kernels from).
-MAX_WORKERS = 4
+# One compile worker by default. On the H200 box (16 cores) a warm worker compiled a softmax
+# candidate at its three sizes in 0.2 s and the GPU's evaluation of it took 2 s, so one keeps
+# up; four workers starting at once (each a judge and a template importing torch) slowed a
+# 10 GPU-s softmax search from 53 s to 71 s of wall time (docs/results/issue10/compile_ahead).
+DEFAULT_WORKERS = 1
+# `KERNELBRAIN_COMPILE_WORKERS=N` sets how many run beside the GPU; 0: none.
+WORKERS_SWITCH = "KERNELBRAIN_COMPILE_WORKERS"
 
 
-def default_workers() -> int:
-    return max(1, min(MAX_WORKERS, (os.cpu_count() or 1) // 4))
+def workers_wanted() -> int:
+    """The compile workers KERNELBRAIN_COMPILE_WORKERS asks for, else DEFAULT_WORKERS."""
+    text = os.environ.get(WORKERS_SWITCH, "").strip()
+    if not text:
+        return DEFAULT_WORKERS
+    if not text.isdigit():
+        raise ValueError(f"{WORKERS_SWITCH}={text!r} is not a count: give 1 (the default), more, "
+                         "or 0 to compile no candidate ahead")  # fmt: skip
+    return int(text)
 
 
 def gpu_target(gpu: int) -> str | None:
@@ -43,6 +54,7 @@ class CompilePool:
         self.clients = [WorkerClient("compile", None, timeouts, target) for _ in range(workers)]
         self._idle: queue.Queue = queue.Queue()
         for client in self.clients:
+            client.start_soon()
             self._idle.put(client)
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="kb-compile")
         self._jobs: dict[str, Future] = {}

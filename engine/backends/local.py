@@ -13,7 +13,7 @@ import threading
 import time
 from collections import defaultdict
 
-from engine.backends.compile_pool import CompilePool, default_workers, gpu_target
+from engine.backends.compile_pool import CompilePool, gpu_target, workers_wanted
 from engine.gate.correctness import CandidateRejected
 from engine.gate.kernel_census import check_kernel_census
 from engine.gate.static import static_check
@@ -33,8 +33,6 @@ CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # (engine.worker.reference_bank).
 CHECK_POOL, RECHECK_POOL = 8, 4
 AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
-# `KERNELBRAIN_COMPILE_WORKERS=N` sets how many compile workers run beside the GPU; 0: none.
-COMPILE_WORKERS_SWITCH = "KERNELBRAIN_COMPILE_WORKERS"
 
 
 def check_seeds(seed: int, count: int) -> list[int]:
@@ -67,11 +65,13 @@ class LocalBackend:
     ):  # fmt: skip
         """`compile_target`: the GPU target ("cuda:90:32") that candidates are compiled for
         ahead of their first evaluation, by `compile_workers` compile workers beside the GPU
-        (default: KERNELBRAIN_COMPILE_WORKERS, else compile_pool.default_workers()). AUTO: this
+        (default: KERNELBRAIN_COMPILE_WORKERS, else compile_pool.DEFAULT_WORKERS). AUTO: this
         GPU's on cuda, none on cpu (the interpreter compiles nothing; a target given there still
         rejects kernels that would not compile for it). None: no compiling ahead."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"LocalBackend runs on 'cuda' or 'cpu', not {device!r}")
+        if compile_workers is None:
+            compile_workers = workers_wanted()
         self.name = device
         self.device = device
         self.gpu = gpu
@@ -87,10 +87,10 @@ class LocalBackend:
         self.judge_client = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
         if compile_target == AUTO:
             compile_target = gpu_target(gpu) if device == "cuda" else None
-        if compile_workers is None:
-            compile_workers = int(os.environ.get(COMPILE_WORKERS_SWITCH) or default_workers())
-        self.compile_pool = (CompilePool(compile_target, compile_workers, timeouts)
-                             if compile_target and compile_workers > 0 else None)  # fmt: skip
+        self.compile_pool = None
+        if compile_target and compile_workers > 0:
+            self.compile_pool = CompilePool(compile_target, compile_workers, timeouts)
+            self.judge_client.start_soon()  # starting beside the compile workers, not after
 
     @property
     def isolation(self) -> dict:

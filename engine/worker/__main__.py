@@ -1,4 +1,5 @@
-"""`python -m engine.worker`: the judge. One JSON request per line on stdin, one result per line.
+"""`python -m engine.worker [DEVICE]`: the judge. One JSON request per line on stdin, one result
+per line; the runner template of DEVICE, where it is given, starts at once.
 
 The judge never runs candidate code: each request gets a fresh runner, forked from the device's
 sandboxed template (engine.runner), which has imported torch and triton once; a judge of device
@@ -50,6 +51,8 @@ def main() -> int:
     templates: dict[str, RunnerTemplate] = {}
     banks: dict[str, ReferenceBank | None] = {}
     exit_with_parent()
+    if len(sys.argv) > 1:  # the device it will serve: its template's imports begin at once
+        templates[sys.argv[1]] = RunnerTemplate(sys.argv[1])
     box = isolation()
     send(
         {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}
@@ -62,6 +65,7 @@ def main() -> int:
             device = request["device"]
             if device not in templates:
                 templates[device] = RunnerTemplate(device)
+            if device not in banks:
                 banks[device] = ReferenceBank(device) if device != "compile" else None
             if device == "compile":  # compiling ahead (engine.worker.precompile)
                 result = precompile(request, templates[device])

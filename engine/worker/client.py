@@ -84,7 +84,7 @@ class WorkerClient:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         if self.device == "compile":  # no GPU is reachable from a compile judge or its runners
             env.update({"CUDA_VISIBLE_DEVICES": "", TARGET_VARIABLE: self.compile_target})
-        command = [sys.executable, "-m", "engine.worker"]
+        command = [sys.executable, "-m", "engine.worker", self.device]
         self.starts += 1
         self.proc = subprocess.Popen(
             command,
@@ -145,6 +145,17 @@ class WorkerClient:
 
     def _death_message(self) -> str:
         return death_message("worker", self.proc.wait(), self._stderr_tail())
+
+    def start_soon(self) -> None:
+        """Start the worker (and its runner template) in the background now, so that the first
+        request does not wait for their imports."""
+        threading.Thread(target=self._ensure_started, daemon=True).start()
+
+    def _ensure_started(self) -> None:
+        with self._lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self.proc = None
+                self._start()  # where it fails, the first request starts it again and says why
 
     def run(self, request: dict) -> dict:
         """Send one request and wait for its result under the phase deadlines. The result has

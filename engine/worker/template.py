@@ -3,9 +3,9 @@ and triton and forks a fresh runner for each candidate (engine/runner/__main__.p
 
 Runners follow one another, never overlap: before each fork the judge empties every folder the box
 can write (the exchange folder, its /tmp and /dev/shm) after the last runner is dead, so nothing a
-candidate leaves behind reaches the next. On cuda the Triton cache of the first runner, copied when
-it is ready (before any candidate code exists in it), seeds every later runner's, so that Triton's
-driver utilities and the warm-up kernel are built once.
+candidate leaves behind reaches the next. The Triton cache of the first runner, copied when it is
+ready (before anything of a candidate's is in it: its own cache is added after), seeds every later
+runner's, so that on cuda Triton's driver utilities and the warm-up kernel are built once.
 """
 
 from __future__ import annotations
@@ -106,9 +106,10 @@ class RunnerTemplate:
         self._wait_ready()  # its warm-up works in the box: empty it only after
         self._empty_box()
         cache = os.path.join(self.exchange, TRITON_CACHE_NAME)
-        for seed in (self.warm_cache, triton_cache):
-            if seed and os.path.isdir(seed):
-                shutil.copytree(seed, cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
+        warm = os.path.isdir(self.warm_cache)
+        if warm:
+            _seed(cache, self.warm_cache)
+            _seed(cache, triton_cache)
         ends = [os.pipe() for _ in range(3)]  # the runner's stdin, stdout, stderr
         theirs, ours = [ends[0][0], ends[1][1], ends[2][1]], [ends[0][1], ends[1][0], ends[2][0]]
         share = None
@@ -121,9 +122,11 @@ class RunnerTemplate:
             for fd in theirs:
                 os.close(fd)
         runner = RunnerProcess(self, int(reply["pid"]), *ours, share=share)
-        if self.device == "cuda" and not os.path.isdir(self.warm_cache):
-            runner.wait_ready(START_DEADLINE_S)  # no candidate code in it yet
+        if not warm:  # the first runner's own warm-up, before anything of a candidate's is there
+            runner.wait_ready(START_DEADLINE_S)
+            os.makedirs(cache, exist_ok=True)  # the interpreter (cpu) writes nothing there
             shutil.copytree(cache, self.warm_cache, symlinks=True)
+            _seed(cache, triton_cache)
         return runner
 
     def end(self, pid: int) -> int:
@@ -147,6 +150,12 @@ class RunnerTemplate:
         self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
         RunnerTemplate.LIVE.discard(self)
+
+
+def _seed(cache: str, folder: str | None) -> None:
+    """Copy the Triton cache `folder` (where there is one) into `cache`."""
+    if folder and os.path.isdir(folder):
+        shutil.copytree(folder, cache, dirs_exist_ok=True, copy_function=_copy_if_absent)
 
 
 def _copy_if_absent(source: str, target: str) -> None:

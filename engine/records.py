@@ -6,6 +6,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 
+def shape_result(speedup: float, low: float, high: float) -> list[float]:
+    """One size's entry of RungResult.shapes, to six places (stored with every record)."""
+    return [round(speedup, 6), round(low, 6), round(high, 6)]
+
+
 @dataclass
 class RungResult:
     """A candidate's summary at one rung (the raw samples live in the evaluations table)."""

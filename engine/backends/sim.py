@@ -9,6 +9,7 @@ lasts minutes, time enough to pin and veto; the tests set the pace to 0 (at once
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -72,8 +73,13 @@ def reference_ms(problem: Problem, label: str) -> float:
 
 def _speed(sha: str, label: str) -> float:
     """A kernel's true speedup over the reference at one size: its quality, varied by shape."""
-    quality = math.exp(0.5 * _normal(sha, "quality"))
-    return quality * math.exp(SHAPE_SPREAD * _normal(sha, "size", label))
+    return _quality(sha) * math.exp(SHAPE_SPREAD * _normal(sha, "size", label))
+
+
+@functools.lru_cache(maxsize=4096)
+def _quality(sha: str) -> float:
+    """A kernel's true speedup over the reference, before its shapes vary it."""
+    return math.exp(0.5 * _normal(sha, "quality"))
 
 
 class SimBackend:

@@ -138,11 +138,12 @@ def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     waiting leaders of its shapes, best score first."""
     k = quota(len(index.measured(rung)), eta)
     leading, straddling = top_members(index, rung, k)
-    chosen = [c for c in leading + straddling if waiting(c, rung)]
-    inside = set(map(id, chosen))
-    if k:
-        chosen += [c for c in specialists(index, rung) if waiting(c, rung) and id(c) not in inside]
-    return sorted(chosen, key=RungIndex.rank(rung))
+    chosen = [c for c in leading if waiting(c, rung)] + sorted(
+        (c for c in straddling if waiting(c, rung)), key=RungIndex.rank(rung)
+    )
+    leaders = [c for c in specialists(index, rung) if waiting(c, rung)] if k else []
+    extra = [c for c in leaders if not any(c is other for other in chosen)]
+    return sorted(chosen + extra, key=RungIndex.rank(rung)) if extra else chosen
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from engine.jobs import EvalResult
+from engine.records import shape_result
 
 RUNG_BONUS = 0.02  # 2% per rung: smaller than typical noise, so it only breaks near-ties
 CV_TOLERATED = 0.03  # timing noise up to 3% is normal on a busy GPU and costs nothing
@@ -36,7 +37,7 @@ def speedup_summary(result: EvalResult) -> tuple[float, float, float, float]:
 
 def per_shape(result: EvalResult) -> dict[str, list[float]]:
     """{size label: [speedup, interval low, interval high]} of an evaluation's timings."""
-    return {t.size_label: [t.speedup, *t.speedup_ci] for t in result.timings}
+    return {t.size_label: shape_result(t.speedup, *t.speedup_ci) for t in result.timings}
 
 
 def score(speedup: float, cv: float, rung: int) -> float:

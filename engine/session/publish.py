@@ -22,9 +22,6 @@ SNAPSHOT_ROWS = 500  # the TUI shows the best, the queue, the pinned and the rec
 
 def candidate_row(c: Candidate) -> dict:
     best = c.best_result
-    by_size = (
-        {label: round(speedup, 6) for label, (speedup, *_) in best.shapes.items()} if best else {}
-    )
     return {
         "id": c.id,
         "sha256": c.sha256,
@@ -36,7 +33,6 @@ def candidate_row(c: Candidate) -> dict:
         "speedup": None if best is None else round(best.speedup, 6),
         "speedup_ci": None if best is None else [round(best.low, 6), round(best.high, 6)],
         "cv": None if best is None else round(best.cv, 6),
-        "speedup_by_size": by_size,
         "pinned": c.pinned,
         "vetoed": c.vetoed,
         "reason": c.reason,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from engine.records import Candidate
+from engine.records import Candidate, shape_result
 from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths, damaged_session_hint
 
@@ -160,7 +160,7 @@ class Store:
                 if not result.shapes:
                     found = timings.get((c.id, rung), [])
                     result.shapes = {
-                        t["size_label"]: [t["speedup"], *t["speedup_ci"]] for t in found
+                        t["size_label"]: shape_result(t["speedup"], *t["speedup_ci"]) for t in found
                     }
 
     def evaluations(self, candidate_id: str) -> list[dict]:

@@ -40,16 +40,18 @@ def create_session(paths: SessionPaths, wanted: SessionSettings) -> SessionSetti
     `wanted.problem` is a built-in name or a file, its backend may be auto and its ladder empty;
     what is stored (and returned) names the problem and its file, the backend it resolved to and
     the ladder (the default one unless given), with the session's name and creation time."""
-    from engine.backends import resolve_backend
+    from engine.backends import resolve_backend, resolve_gpus
     from engine.search.rungs import default_ladder
 
     problem = load_session_problem(wanted, wanted.problem)
     backend = resolve_backend(wanted.backend)
+    gpus = resolve_gpus(wanted.gpus, backend) if isinstance(wanted.gpus, str) else wanted.gpus
     settings = replace(
         wanted,
         problem=problem.name,
         problem_path=str(problem.path),
         backend=backend,
+        gpus=gpus,
         ladder=wanted.ladder or tuple(default_ladder(problem, backend)),
         session=paths.name,
         created_at=time.time(),
@@ -67,7 +69,7 @@ def create_session(paths: SessionPaths, wanted: SessionSettings) -> SessionSetti
 
 def resume_session(paths: SessionPaths) -> Engine:
     """The engine of an existing session, holding its lock (taken before the file is opened)."""
-    from engine.backends import make_backend
+    from engine.backends import make_backends
 
     lock = EngineLock(paths)
     lock.acquire()
@@ -78,13 +80,13 @@ def resume_session(paths: SessionPaths) -> Engine:
         problem = load_session_problem(settings, settings.problem_path)
         generator = make_generator(settings, problem)
         generator.preflight()
-        backend = make_backend(settings.backend)
+        backends = make_backends(settings.backend, settings.gpus)
     except BaseException:
         if store is not None:
             store.close()
         lock.release()
         raise
-    return Engine(paths, store, problem, backend, generator, settings, lock)
+    return Engine(paths, store, problem, backends[0], generator, settings, lock, backends)
 
 
 def open_view(paths: SessionPaths) -> Engine:

@@ -42,7 +42,7 @@ def show(name, sessions):
     return json.loads(kb("show", name, "--json", sessions=sessions).stdout)
 
 
-def run_args(name, seed, budget="60evals", problem="softmax"):
+def run_args(name, seed, budget="60evals", problem="softmax", gpus="1"):
     return [
         "run",
         problem,
@@ -54,6 +54,8 @@ def run_args(name, seed, budget="60evals", problem="softmax"):
         budget,
         "--session",
         name,
+        "--gpus",
+        gpus,
         "--headless",
     ]
 
@@ -73,13 +75,14 @@ MAX_KILLS = 5
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed):
+@pytest.mark.parametrize("seed, gpus", [(1, "1"), (2, "1"), (3, "1"), (1, "2")])
+def test_killed_and_resumed_run_equals_uninterrupted_run(tmp_path, seed, gpus):
     """kill -9 at random moments, each once the engine has stepped since the last kill (a resume
     spends seconds importing torch: on a busy machine blind kills can starve the run), at most
-    MAX_KILLS times (each costs a resume; more show nothing more)."""
+    MAX_KILLS times (each costs a resume; more show nothing more); on one device and on two
+    simulated ones (evaluations in flight on both when it is killed)."""
     # matvec's search runs long on sim: 200 evaluations take a few seconds, time for kills.
-    args = {"seed": seed, "budget": "200evals", "problem": "matvec"}
+    args = {"seed": seed, "budget": "200evals", "problem": "matvec", "gpus": gpus}
     kb(*run_args("straight", **args), sessions=tmp_path)
     rng = random.Random(seed)
     paths = SessionPaths(tmp_path / "killed")

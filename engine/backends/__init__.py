@@ -24,15 +24,66 @@ def resolve_backend(name: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def make_backend(name: str) -> Backend:
+GPUS_HELP = (
+    "devices to evaluate on, one evaluation each at a time: 'all' (every GPU PyTorch sees; one "
+    "device on cpu and sim), a count (the first N; on sim N simulated devices, on cpu N judges "
+    "side by side) or indices like 0,2 (default: 1, GPU 0: a box's other GPUs are often "
+    "someone else's, and one search alone on one GPU times steadiest)"
+)
+
+
+def resolve_gpus(text: str, backend: str) -> tuple[int, ...]:
+    """The device indices `--gpus TEXT` names on a resolved backend; ValueError says what to
+    give instead."""
+    visible = None
+    if backend == "cuda":
+        import torch
+
+        visible = torch.cuda.device_count()
+    text = text.strip()
+    if text == "all":
+        return tuple(range(visible)) if visible else (0,)
+    try:
+        if "," in text:
+            gpus = tuple(int(part) for part in text.split(","))
+        else:
+            gpus = tuple(range(int(text)))
+    except ValueError:
+        raise ValueError(f"--gpus {text!r}: {GPUS_HELP}") from None
+    if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
+        raise ValueError(f"--gpus {text!r} names no device, or one twice: {GPUS_HELP}")
+    if visible is not None and max(gpus) >= visible:
+        raise ValueError(f"--gpus {text!r}: PyTorch sees {visible} GPU(s) here, 0 to {visible - 1}")
+    return gpus
+
+
+def make_backends(name: str, gpus: tuple[int, ...] = (0,)) -> list[Backend]:
+    """One backend per device. On cpu and cuda the first one's compile workers and compiled
+    kernels serve them all."""
     name = resolve_backend(name)
     if name == "sim":
         from engine.backends.sim import SimBackend
 
-        return SimBackend()
+        return [SimBackend() for _ in gpus]
     from engine.backends.local import LocalBackend
 
-    return LocalBackend(device=name)
+    first = LocalBackend(device=name, gpu=gpus[0])
+    rest = [LocalBackend(device=name, gpu=gpu, compile_workers=0) for gpu in gpus[1:]]
+    for backend in rest:
+        backend.share_compiling(first)
+    return [first, *rest]
 
 
-__all__ = ["BACKENDS", "CHOICES", "Backend", "make_backend", "resolve_backend"]
+def make_backend(name: str) -> Backend:
+    return make_backends(name)[0]
+
+
+__all__ = [
+    "BACKENDS",
+    "CHOICES",
+    "Backend",
+    "make_backend",
+    "make_backends",
+    "resolve_backend",
+    "resolve_gpus",
+]

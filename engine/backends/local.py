@@ -82,6 +82,7 @@ class LocalBackend:
         timeouts = timeouts or Timeouts()
         # Each candidate's compiled kernels, kept between its evaluations (never shared).
         self.triton_caches = tempfile.mkdtemp(prefix="kb-triton-caches-")
+        self.owns_caches = True
         # The judge of this device: one request an evaluation (check, timing and re-check in one
         # fresh runner, so a candidate loads and compiles once an evaluation).
         self.judge_client = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
@@ -91,6 +92,13 @@ class LocalBackend:
         if compile_target and compile_workers > 0:
             self.compile_pool = CompilePool(compile_target, compile_workers, timeouts)
             self.judge_client.start_soon()  # starting beside the compile workers, not after
+
+    def share_compiling(self, first: LocalBackend) -> None:
+        """Use `first`'s compile workers and candidates' caches (another device of one search:
+        a candidate compiles once, wherever it is evaluated)."""
+        shutil.rmtree(self.triton_caches, ignore_errors=True)
+        self.triton_caches, self.owns_caches = first.triton_caches, False
+        self.compile_pool = first.compile_pool
 
     @property
     def isolation(self) -> dict:
@@ -265,10 +273,11 @@ class LocalBackend:
         )
 
     def close(self) -> None:
-        if self.compile_pool:
-            self.compile_pool.close()
+        if self.owns_caches:
+            if self.compile_pool:
+                self.compile_pool.close()
+            shutil.rmtree(self.triton_caches, ignore_errors=True)
         self.judge_client.close()
-        shutil.rmtree(self.triton_caches, ignore_errors=True)
 
 
 def _reject_foreign_kernels(found: dict, source: str, problem: Problem, result: EvalResult) -> bool:

@@ -73,5 +73,5 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
             ladder=engine.ladder,
         )
     finally:
-        engine.backend.close()
+        engine.close()
         engine.store.close()

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.backends.devices import Slot
 from engine.backends.sim import SIM_PACE_ENV
 from engine.compose import create_session, resume_session
 from engine.generate.base import Proposal
@@ -43,7 +44,8 @@ def fill(engine: Engine, count: int) -> None:
         for cid in list(engine.search.queue):
             engine.search.queue.remove(cid)
             c = engine.by_id[cid]
-            engine.record_result(write, c, 0, engine.evaluate(c, 0))
+            job = Slot(c.id, 0, job=engine.job_spec(c, 0)).eval_job(c.source)
+            engine.record_result(write, c, 0, engine.backend.evaluate(engine.problem, job))
         engine.commit(write)
         added += batch
 
@@ -95,7 +97,7 @@ def main() -> None:
     fill(engine, args.candidates)
     print(f"filled {len(engine.population)} candidates in {time.perf_counter() - t0:.1f} s")
 
-    engine.backend = TimedBackend(engine.backend)
+    engine.backend = engine.devices.backends[0] = TimedBackend(engine.backend)
     overheads = []
     for _ in range(args.steps):
         before = engine.backend.seconds

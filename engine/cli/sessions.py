@@ -10,6 +10,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from engine.backends import GPUS_HELP
 from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
 from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import PRECISION_POLICIES
@@ -62,6 +63,7 @@ def register(sub) -> None:
     )
     p.add_argument("--target-speedup", type=float, help="stop once a confirmed kernel reaches it")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu", "sim"))
+    p.add_argument("--gpus", default="1", help=GPUS_HELP)
     p.add_argument("--generator", default="offline", choices=("offline", "llm"))
     p.add_argument("--model", help="litellm model string, with --generator llm")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, with --generator llm")
@@ -150,9 +152,10 @@ def cmd_run(args) -> int:
                 api_base=args.api_base,
                 precision_policy=args.precision,
                 allowed_torch_ops=args.allow_torch_ops,
+                gpus=args.gpus,
             )
             create_session(paths, wanted)
-    except (ProblemError, GeneratorError, StoreError, RuntimeError) as exc:
+    except (ProblemError, GeneratorError, StoreError, RuntimeError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     print(f"session {paths.name} in {paths.root}", file=sys.stderr)
     return cmd_resume(args)
@@ -198,7 +201,7 @@ def run_headless(paths: SessionPaths) -> int:
         return EXIT_INTERRUPTED
     finally:
         if engine is not None:
-            engine.backend.close()
+            engine.close()
             engine.store.close()
     print(progress_line(engine.last_snapshot), file=sys.stderr)
     print(f"{state}: {engine.search.stop_reason}", file=sys.stderr)

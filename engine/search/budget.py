@@ -82,6 +82,7 @@ class Ledger:
     cpu_seconds_by_activity: dict[str, float] = field(
         default_factory=lambda: {"compile": 0.0}  # "precompile" too, once a worker compiled
     )
+    gpu_seconds_by_device: dict[str, float] = field(default_factory=dict)
     llm_tokens_in: int = 0
     llm_tokens_out: int = 0
     llm_cost_usd: float = 0.0
@@ -116,6 +117,10 @@ class Ledger:
         key = str(rung)
         self.gpu_seconds_by_rung[key] = self.gpu_seconds_by_rung.get(key, 0.0) + spent
         return spent
+
+    def charge_device(self, device: int, gpu_seconds: float) -> None:
+        key = str(device)
+        self.gpu_seconds_by_device[key] = self.gpu_seconds_by_device.get(key, 0.0) + gpu_seconds
 
     def charge_generation(self, tokens_in: int, tokens_out: int, cost_usd: float, requests: int):
         self.llm_tokens_in += tokens_in

@@ -10,12 +10,13 @@ import json
 import os
 import random
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from engine.backends.base import Backend
+from engine.backends.devices import Slot, devices_for
 from engine.generate.base import GenerationRequest, Generator, ParentInfo
 from engine.generate.composite import ORIGIN as COMPOSITE
-from engine.jobs import EvalJob, EvalResult, RungSpec, source_sha256
+from engine.jobs import EvalResult, RungSpec, source_sha256
 from engine.problems import Problem
 from engine.records import Candidate, RungResult
 from engine.search import fidelity, report, scheduler, specialists
@@ -48,7 +49,9 @@ class SearchState:
     next_seq: int = 1
     event_seq: int = 0
     queue: list[str] = field(default_factory=list)  # rung-0 candidates, in order
-    inflight: list | None = None  # [candidate id, rung] of the evaluation whose intent is stored
+    # the evaluations whose intent is stored: [candidate id, rung, device, start] (Slot)
+    inflight: list = field(default_factory=list)
+    device_clock: list = field(default_factory=list)  # when each device is free (Clocked)
     coarse_done: bool = False
     exhausted: list[str] = field(default_factory=list)  # parents whose mutations yield nothing new
     state: str = "running"  # one of engine.session_files.SEARCH_STATES
@@ -69,13 +72,18 @@ class Engine:
         generator: Generator,
         settings: SessionSettings,
         lock: EngineLock | None = None,
+        devices: list | None = None,
     ):
         self.lock = lock  # held by a running engine; None for a read-only view
         self.engine_pid = os.getpid() if lock else None
         self.paths = paths
         self.store = store
         self.problem = problem
-        self.backend = backend
+        self.backend = backend  # device 0's: the census and compiling ahead go through it
+        backends = devices or [backend]
+        self.devices = devices_for(backends) if backend is not None else None
+        self.device_count = len(backends)
+        self._submitted: set[tuple] = set()  # keys of the slots handed to the devices here
         self.generator = generator
         self.ladder = settings.ladder
         self.settings = settings
@@ -108,6 +116,13 @@ class Engine:
         self._clock = time.monotonic()
         self._consumed_inbox: list = []  # inbox files applied this step, deleted once committed
         self.last_snapshot: dict | None = None  # what after_commit last published
+        stored = self.search.inflight
+        if stored and not isinstance(stored[0], list):  # [cid, rung]: before devices counted
+            c, rung = self.by_id[stored[0]], stored[1]
+            self.search.inflight = [Slot(c.id, rung, 0, 0.0, self.job_spec(c, rung)).to_list()]
+        self.search.inflight = self.search.inflight or []
+        if len(self.search.device_clock) != self.device_count:
+            self.search.device_clock = [0.0] * self.device_count
 
     @property
     def top_rung(self) -> int:
@@ -300,15 +315,18 @@ class Engine:
 
     # -- evaluation --------------------------------------------------------------------------------
 
-    def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult):
-        self.search.inflight = None
+    def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult,
+                      device: int = 0):  # fmt: skip
         # A composite of per-shape winners is part of the search's answer, as its census is:
         # its GPU-seconds are charged, but it is not one of the budget's evaluations.
         charge = (
             self.ledger.charge_census if c.origin == COMPOSITE else self.ledger.charge_evaluation
         )
-        c.gpu_seconds += charge(rung, result.gpu_seconds)
-        write.evaluations.append((c.id, rung, self.search.step, result.passed, result.to_dict()))
+        spent = charge(rung, result.gpu_seconds)
+        c.gpu_seconds += spent
+        self.ledger.charge_device(device, spent)
+        stored = {**result.to_dict(), "device": device}
+        write.evaluations.append((c.id, rung, self.search.step, result.passed, stored))
         write.candidates.append(c)
         c.rung = rung
         if result.error is not None:
@@ -381,21 +399,19 @@ class Engine:
         expected = spent / profiles if spent and profiles else self.backend.profile_seconds
         return spent + expected <= PROFILE_SHARE * (self.ledger.gpu_seconds + expected)
 
-    def evaluate(self, c: Candidate, rung: int) -> EvalResult:
+    def job_spec(self, c: Candidate, rung: int) -> dict:
+        """What evaluating `c` at `rung` means now: EvalJob's fields but its id and source."""
         spec = self.spec(rung)
         if spec.profile and (
             self.strategy_profile(c.origin) is not None or not self.profile_affordable()
         ):
             spec = replace(spec, profile=False)
-        job = EvalJob(
-            candidate_id=c.id,
-            source=c.source,
-            rung=spec,
-            seed=self.settings.seed * 1_000_003 + c.seq * 101 + rung,
-            check=not c.results,
-            session_seed=self.settings.seed,
-        )
-        return self.backend.evaluate(self.problem, job)
+        return {
+            "rung": asdict(spec),
+            "seed": self.settings.seed * 1_000_003 + c.seq * 101 + rung,
+            "check": not c.results,
+            "session_seed": self.settings.seed,
+        }
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -421,33 +437,56 @@ class Engine:
         self._consumed_inbox = files
 
     def plan(self, write: StepWrite) -> bool:
-        """The step boundary: apply the inbox, then choose the next job and store its intent in
-        the same transaction as the step that ends here. False when the search is over."""
+        """The step boundary: apply the inbox, then choose a job for each free device and store
+        their intent in the same transaction as the step that ends here. False when the search
+        is over."""
         self.apply_inbox(write)
-        inflight = self.search.inflight and self.by_id[self.search.inflight[0]]
-        if inflight and inflight.vetoed:
-            self.search.inflight = None
-        if self.search.inflight or self.search.state == "paused":
+        self.search.inflight = [s for s in self.search.inflight
+                                if not self.by_id[s[0]].vetoed]  # fmt: skip
+        if self.search.state == "paused":
             return True
         reason = None if self.search.state == "stopped" else self.stop_reason()
-        job = None
-        if self.search.state == "running" and reason is None:
+        busy = {Slot.from_list(s).device for s in self.search.inflight}
+        for device in range(self.device_count):
+            if self.search.state != "running" or reason is not None:
+                break
+            if device in busy:
+                continue
             job = self.next_job(write)
-            reason = None if job else "search space exhausted"
-        if job is None and self.search.state == "running":  # not on a stop: compose the answer
-            job = specialists.compose(self, write)
-        if job is None:
-            self.finish(write, reason)
-            return False
-        c, rung = job
-        self.search.inflight = [c.id, rung]
+            if job is None:
+                reason = None if self.search.inflight else "search space exhausted"
+                break
+            self.start_job(write, *job, device)
+        if not self.search.inflight and self.search.state == "running":
+            composite = specialists.compose(self, write)  # not on a stop: compose the answer
+            if composite is not None:
+                self.start_job(write, *composite, 0)
+        if self.search.inflight:
+            return True
+        self.finish(write, reason)
+        return False
+
+    def start_job(self, write: StepWrite, c: Candidate, rung: int, device: int) -> None:
+        """Store the intent to evaluate `c` at `rung` on `device`, with the job as it is decided
+        now (the rung's fidelity, whether it profiles): a resume hands the device the same."""
+        slot = Slot(c.id, rung, device, self.search.device_clock[device], self.job_spec(c, rung))
+        self.search.inflight.append(slot.to_list())
         c.status = "evaluating"
         write.candidates.append(c)
-        return True
+
+    def dispatch(self) -> None:
+        """Hand the devices the planned evaluations they do not have yet (after the commit that
+        stored their intent: a run killed meanwhile plans them again)."""
+        for stored in self.search.inflight:
+            slot = Slot.from_list(stored)
+            if slot.key not in self._submitted:
+                self._submitted.add(slot.key)
+                c = self.by_id[slot.cid]
+                self.devices.submit(slot, self.problem, slot.eval_job(c.source))
 
     def step(self) -> bool:
-        """Evaluate the job whose intent is stored, record it, plan the next; one transaction.
-        False when the search is over."""
+        """Record the next evaluation to complete, plan the next for its device; one
+        transaction. False when the search is over."""
         if not self.search.inflight:  # paused, or nothing planned yet
             write = StepWrite()
             going = self.plan(write)
@@ -458,12 +497,17 @@ class Engine:
                 time.sleep(PAUSE_POLL_SECONDS)
                 self._tick_wall_clock()
             return going
-        cid, rung = self.search.inflight
-        c = self.by_id[cid]
-        result = self.evaluate(c, rung)
+        self.dispatch()
+        done = self.devices.next_done()
+        self._submitted.discard(done.slot.key)
         write = StepWrite()
-        self.record_result(write, c, rung, result)
-        self.search.step += 1
+        stored = done.slot.to_list()
+        if stored in self.search.inflight:  # else vetoed while it ran: nothing to record
+            self.search.inflight.remove(stored)
+            self.search.device_clock[done.slot.device] = done.finish
+            c = self.by_id[done.slot.cid]
+            self.record_result(write, c, done.slot.rung, done.result, done.slot.device)
+            self.search.step += 1
         going = self.plan(write)
         self.commit(write)
         self.after_commit()
@@ -484,6 +528,7 @@ class Engine:
             best.census = found.census or {"status": "unavailable", "sizes": list(labels),
                                            "why": f"no census on {self.backend.name}"}  # fmt: skip
             spent = self.ledger.charge_census(best.rung, found.gpu_seconds)
+            self.ledger.charge_device(0, spent)  # the census runs on device 0's backend
             best.census["gpu_seconds"] = spent
             best.gpu_seconds += spent
             write.candidates.append(best)
@@ -543,6 +588,10 @@ class Engine:
         finally:
             self.lock.release()
         return self.search.state
+
+    def close(self) -> None:
+        """End every device's backend (and the evaluations still running there)."""
+        self.devices.close()
 
     def snapshot(self) -> dict:
         return report.snapshot(self)

@@ -20,6 +20,9 @@ def ledger_summary(engine_like) -> dict:
         "cpu_seconds_by_activity": {
             k: round(v, 6) for k, v in ledger.cpu_seconds_by_activity.items()
         },
+        "gpu_seconds_by_device": {
+            k: round(v, 6) for k, v in sorted(ledger.gpu_seconds_by_device.items(), key=_index)
+        },
         "idle_seconds": round(ledger.idle_seconds, 3),
         "llm_tokens_in": ledger.llm_tokens_in,
         "llm_tokens_out": ledger.llm_tokens_out,
@@ -29,6 +32,10 @@ def ledger_summary(engine_like) -> dict:
         "evaluations": ledger.evaluations,
         "top_rung_share": round(ledger.share(top_spent), 6),
     }
+
+
+def _index(item: tuple[str, float]) -> int:
+    return int(item[0])
 
 
 def best_summary(engine_like) -> dict | None:

@@ -22,6 +22,8 @@ class SessionSettings:
     precision_policy: str = "strict"  # one of engine.problems.PRECISION_POLICIES
     allowed_torch_ops: tuple[str, ...] = ()  # torch operators forward may compute with
     ladder: tuple[RungSpec, ...] = ()  # (when creating: empty for the default ladder)
+    gpus: tuple[int, ...] = (0,)  # the devices evaluations run on, one backend each
+    # (when creating: --gpus as given, resolved by engine.backends.resolve_gpus)
     problem_path: str = ""  # the file the problem is loaded from at every resume
     session: str = ""  # the session's name when it was created
     created_at: float = 0.0
@@ -38,4 +40,5 @@ class SessionSettings:
         ladder = tuple(RungSpec(**{**r, "size_labels": tuple(r["size_labels"])})
                        for r in known.pop("ladder"))  # fmt: skip
         ops = tuple(known.pop("allowed_torch_ops", ()))
-        return cls(**known, ladder=ladder, allowed_torch_ops=ops)
+        gpus = tuple(known.pop("gpus", (0,)))
+        return cls(**known, ladder=ladder, allowed_torch_ops=ops, gpus=gpus)

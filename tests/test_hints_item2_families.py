@@ -1,13 +1,15 @@
-"""The families of issue 12 item 2 (reductions over any dims, norms, pooling, losses, scans,
-elementwise DAGs with broadcasting) on unchanged KernelBench level 1 files and on our own
-problems: each is recognised by the family expected, every applicable strategy's candidate
-passes the real gate on the Triton interpreter, and the offline generator proposes them."""
+"""The families of issue 12 item 2 (reductions over any dims, norms, pooling, losses with
+cross-entropy, scans with the exclusive cumsum, elementwise DAGs with broadcasting, a product
+followed by elementwise math and a row softmax) on unchanged KernelBench level 1 and 2 files and
+on our own problems: each is recognised by the family expected, every applicable strategy's
+candidate passes the real gate on the Triton interpreter (also off the defaults, over several
+chunks), and the offline generator proposes them."""
 
 import random
 from pathlib import Path
 
 import pytest
-from hints_checks import UNSEEN, candidate_error, problem, strategy
+from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, problem, strategy
 
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
@@ -15,7 +17,9 @@ from engine.problems.loader import load_problem
 from engine.runner.calls import MODULE_GLOBALS
 from hints import match_problem
 
-LEVEL1 = Path(__file__).parent / "problems_kernelbench" / "level1"
+KERNELBENCH = Path(__file__).parent / "problems_kernelbench"
+LEVEL1 = KERNELBENCH / "level1"
+LEVEL2 = KERNELBENCH / "level2"
 CASES = [
     (LEVEL1, "37_FrobeniusNorm_.py", "reduction"),
     (LEVEL1, "38_L1Norm_.py", "reduction"),
@@ -44,6 +48,13 @@ CASES = [
     (UNSEEN, "avgpool2d_ceil_no_pad_count.py", "pooling"),
     (UNSEEN, "cumprod_middle_reversed.py", "scan"),
     (UNSEEN, "norm_lastdims.py", "reduce"),
+    (LEVEL1, "92_cumsum_exclusive.py", "scan"),
+    (UNSEEN, "cumsum_exclusive_middle.py", "scan"),
+    (LEVEL1, "95_CrossEntropyLoss.py", "cross_entropy"),
+    (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy"),
+    (UNSEEN, "cross_entropy_per_row.py", "cross_entropy"),
+    (LEVEL2, "99_Matmul_GELU_Softmax.py", "product_softmax"),
+    (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
@@ -66,42 +77,66 @@ def kernelbench_size(**constants) -> dict:
 
 # Points off the defaults, at sizes that make loops take several chunks and rows split.
 POINTS = [
-    ("89_cumsum.py", "scan.row_chunks", {"BLOCK": 256}, dict(batch_size=2, input_shape=(700,))),
-    ("91_cumsum_reverse.py", "scan.row_chunks", {"BLOCK": 256},
-     dict(batch_size=2, input_shape=(700,))),
-    ("94_MSELoss.py", "reduce.rows", {"BLOCK_R": 128, "ROWS": 1},
-     dict(batch_size=3, input_shape=(300,))),
-    ("94_MSELoss.py", "reduce.split", {"BLOCK": 512}, dict(batch_size=3, input_shape=(300,))),
-    ("47_Sum_reduction_over_a_dimension.py", "reduce.columns",
-     {"BLOCK_INNER": 16, "ELEMENTS_PER_PROGRAM": 512}, dict(batch_size=2, dim1=70, dim2=40)),
-    ("51_Argmax_over_a_dimension.py", "reduce.columns",
-     {"BLOCK_INNER": 16, "ELEMENTS_PER_PROGRAM": 512}, dict(batch_size=2, dim1=70, dim2=40)),
-    ("42_Max_Pooling_2D.py", "pooling.output_rows", {"BLOCK": 32},
-     dict(batch_size=2, channels=2, height=20, width=70)),
+    (LEVEL1, "89_cumsum.py", "scan.row_chunks", {"BLOCK": 256},
+     kernelbench_size(batch_size=2, input_shape=(700,))),
+    (LEVEL1, "91_cumsum_reverse.py", "scan.row_chunks", {"BLOCK": 256},
+     kernelbench_size(batch_size=2, input_shape=(700,))),
+    (LEVEL1, "94_MSELoss.py", "reduce.rows", {"BLOCK_R": 128, "ROWS": 1},
+     kernelbench_size(batch_size=3, input_shape=(300,))),
+    (LEVEL1, "94_MSELoss.py", "reduce.split", {"BLOCK": 512},
+     kernelbench_size(batch_size=3, input_shape=(300,))),
+    (LEVEL1, "47_Sum_reduction_over_a_dimension.py", "reduce.columns",
+     {"BLOCK_INNER": 16, "ELEMENTS_PER_PROGRAM": 512},
+     kernelbench_size(batch_size=2, dim1=70, dim2=40)),
+    (LEVEL1, "51_Argmax_over_a_dimension.py", "reduce.columns",
+     {"BLOCK_INNER": 16, "ELEMENTS_PER_PROGRAM": 512},
+     kernelbench_size(batch_size=2, dim1=70, dim2=40)),
+    (LEVEL1, "42_Max_Pooling_2D.py", "pooling.output_rows", {"BLOCK": 32},
+     kernelbench_size(batch_size=2, channels=2, height=20, width=70)),
+    (LEVEL1, "92_cumsum_exclusive.py", "scan.row_chunks", {"BLOCK": 256},
+     kernelbench_size(batch_size=2, input_shape=(700,))),
+    (UNSEEN, "cumsum_exclusive_middle.py", "scan.column_steps", {"BLOCK_INNER": 32},
+     dict(batch=2, steps=9, width=70)),
+    (UNSEEN, "cross_entropy_per_row.py", "cross_entropy.online_rows",
+     {"BLOCK_C": 128, "ROWS": 1}, dict(rows=5, classes=1000)),
+    (UNSEEN, "nll_log_softmax_ignored.py", "cross_entropy.online_rows",
+     {"BLOCK_C": 256, "ROWS": 16, "ELEMENTS_PER_PROGRAM": 16384}, dict(rows=1500, classes=300)),
+    (LEVEL2, "99_Matmul_GELU_Softmax.py", "product_softmax.tile_statistics",
+     {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "NORM_BLOCK": 256, "NORM_ROWS": 2},
+     kernelbench_size(batch_size=20, in_features=70, out_features=300)),
+    (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax.row_resident",
+     {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16},
+     dict(batch=20, in_features=33, out_features=100)),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("spec", "name", "params", "size"), POINTS)
-def test_strategy_points_are_correct_over_several_chunks(spec, name, params, size, tmp_path):
-    target = problem(spec, LEVEL1)
+@pytest.mark.parametrize(("folder", "spec", "name", "params", "size"), POINTS)
+def test_strategy_points_are_correct_over_several_chunks(
+    folder, spec, name, params, size, tmp_path
+):
+    target = problem(spec, folder)
     (fam, match), = match_problem(target)  # fmt: skip
     source = strategy(fam, name).render(match, params)
-    assert candidate_error(target, source, tmp_path, kernelbench_size(**size)) < STRICT
+    assert candidate_error(target, source, tmp_path, size) < STRICT
 
 
 @pytest.mark.parametrize(
-    "spec",
+    "path",
     [
-        "38_L1Norm_.py",  # the six files issue 12 found refused, but for cross-entropy and
-        "42_Max_Pooling_2D.py",  # matmul + GELU + softmax (not covered yet)
-        "47_Sum_reduction_over_a_dimension.py",
-        "88_MinGPTNewGelu.py",
-        "89_cumsum.py",
-        "94_MSELoss.py",
+        LEVEL1 / "38_L1Norm_.py",  # the six files issue 12 found refused
+        LEVEL1 / "42_Max_Pooling_2D.py",
+        LEVEL1 / "47_Sum_reduction_over_a_dimension.py",
+        LEVEL1 / "88_MinGPTNewGelu.py",
+        LEVEL1 / "95_CrossEntropyLoss.py",
+        LEVEL2 / "99_Matmul_GELU_Softmax.py",
+        LEVEL1 / "89_cumsum.py",
+        LEVEL1 / "92_cumsum_exclusive.py",
+        LEVEL1 / "94_MSELoss.py",
     ],
+    ids=lambda p: p.name,
 )
-def test_offline_generator_proposes_them(spec):
-    target = load_problem(str(LEVEL1 / spec))
+def test_offline_generator_proposes_them(path):
+    target = load_problem(str(path))
     generator = OfflineGenerator(target)
     generator.preflight()
     request = GenerationRequest(target, "coarse", 0, random.Random(0))

@@ -12,7 +12,7 @@ from engine.worker.sandbox import (
     runner_environment,
     worker_environment,
 )
-from engine.worker.template import RunnerTemplate
+from engine.worker.template import RunnerTemplate, empty_folder
 
 sandboxed = pytest.mark.skipif(not isolation().sandboxed, reason=isolation().detail)
 
@@ -161,3 +161,18 @@ def test_runners_are_forked_fresh_in_the_template_sandbox_that_dies_with_its_jud
     finally:
         template.close()
     assert template.proc.poll() is not None and not os.path.exists(template.root)
+
+
+def test_emptying_a_box_keeps_the_mount_points_in_its_tmp(tmp_path):
+    """A project or venv under /tmp is shown in the box through mount points that bubblewrap
+    makes inside the box's own /tmp: emptying that folder between runners must keep them (the
+    box would lose torch's modules not yet imported), and remove all else."""
+    box = tmp_path / "tmp"
+    (box / "ci" / ".venv" / "lib" / "site").mkdir(parents=True)
+    (box / "ci" / "left-by-a-candidate").write_text("x")
+    (box / "ci" / ".venv" / "note").write_text("x")
+    (box / "elsewhere").mkdir()
+    (box / "file").write_text("x")
+    empty_folder(str(box), ("ci/.venv/lib/site",))
+    left = sorted(str(p.relative_to(box)) for p in box.rglob("*"))
+    assert left == ["ci", "ci/.venv", "ci/.venv/lib", "ci/.venv/lib/site"]

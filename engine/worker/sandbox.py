@@ -116,6 +116,12 @@ def python_paths() -> list[str]:
     return sorted(p for p in found | set(site_paths()) if p)
 
 
+def mount_points_in_tmp() -> tuple[str, ...]:
+    """The read-only folders the box shows under /tmp (a checkout or venv there), relative to
+    /tmp: bubblewrap makes their mount points inside the box's own /tmp."""
+    return tuple(os.path.relpath(p, "/tmp") for p in python_paths() if p.startswith("/tmp/"))
+
+
 def toolchain_paths() -> list[str]:
     """What Triton runs to build its CUDA launcher: the C compiler, assembler and linker."""
     names = (

@@ -26,7 +26,12 @@ from engine.worker.runner_process import (
     RunnerProcess,
     collect_tail,
 )
-from engine.worker.sandbox import EXCHANGE_PARENT, TRITON_CACHE_NAME, runner_command
+from engine.worker.sandbox import (
+    EXCHANGE_PARENT,
+    TRITON_CACHE_NAME,
+    mount_points_in_tmp,
+    runner_command,
+)
 
 MESSAGE_LIMIT = 1 << 16
 START_DEADLINE_S, COMMAND_DEADLINE_S = 300.0, 60.0
@@ -137,8 +142,11 @@ class RunnerTemplate:
             return -9  # the template died with it
 
     def _empty_box(self) -> None:
+        """Empty the folders the box can write; its /tmp keeps the mount points bubblewrap made
+        there (a project or venv under /tmp), which the box would lose with them."""
         for name in ("xchg", "tmp", "shm"):
-            empty_folder(os.path.join(self.root, name))
+            keep = mount_points_in_tmp() if name == "tmp" and self.sandboxed else ()
+            empty_folder(os.path.join(self.root, name), keep)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -164,8 +172,10 @@ def _copy_if_absent(source: str, target: str) -> None:
         shutil.copy2(source, target)
 
 
-def empty_folder(folder: str) -> None:
-    """Remove everything in `folder` (a candidate may have taken away its own permissions)."""
+def empty_folder(folder: str, keep: tuple[str, ...] = ()) -> None:
+    """Remove everything in `folder` (a candidate may have taken away its own permissions) but
+    the folders `keep` (relative paths: the box's mount points, engine.worker.sandbox.
+    mount_points_in_tmp) and the folders on the way to them."""
     os.chmod(folder, 0o700)
     for top, dirs, _ in os.walk(folder):
         for name in dirs:
@@ -173,7 +183,12 @@ def empty_folder(folder: str) -> None:
             if not os.path.islink(path):
                 os.chmod(path, 0o700)
     for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
+        inner = tuple(os.path.relpath(k, entry.name) for k in keep
+                      if k.startswith(entry.name + "/"))  # fmt: skip
+        if entry.is_dir(follow_symlinks=False) and (entry.name in keep or inner):
+            if entry.name not in keep:
+                empty_folder(entry.path, inner)
+        elif entry.is_dir(follow_symlinks=False):
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
             os.unlink(entry.path)

@@ -149,13 +149,19 @@ class WorkerClient:
     def start_soon(self) -> None:
         """Start the worker (and its runner template) in the background now, so that the first
         request does not wait for their imports."""
-        threading.Thread(target=self._ensure_started, daemon=True).start()
 
-    def _ensure_started(self) -> None:
-        with self._lock:
-            if self.proc is None or self.proc.poll() is not None:
-                self.proc = None
-                self._start()  # where it fails, the first request starts it again and says why
+        def start() -> None:
+            with self._lock:
+                self._ensure_started()  # where it fails, the first request says why
+
+        threading.Thread(target=start, daemon=True).start()
+
+    def _ensure_started(self) -> str | None:
+        """Start the worker unless it runs; an error message when it does not start."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = None
+            return self._start()
+        return None
 
     def run(self, request: dict) -> dict:
         """Send one request and wait for its result under the phase deadlines. The result has
@@ -165,11 +171,9 @@ class WorkerClient:
 
     def _run(self, request: dict) -> dict:
         gpu_seconds: dict[str, float] = collections.defaultdict(float)
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = None
-            problem = self._start()
-            if problem:
-                return {**_failure("crash", problem), "gpu_seconds": {}}
+        problem = self._ensure_started()
+        if problem:
+            return {**_failure("crash", problem), "gpu_seconds": {}}
         self._stderr.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
         deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S

@@ -19,12 +19,10 @@ from engine.gate.correctness import build_model, make_inputs
 from engine.problems.loader import ProblemError, import_module_from
 from engine.runner.exchange import describe_meta, encode_values
 from engine.worker.failures import classify_death, classify_error, sanitize
+from engine.worker.judge import MALFORMED_REPLY
 from engine.worker.runner_process import RunnerFailed
 from engine.worker.sandbox import TRITON_CACHE_NAME
 from engine.worker.template import RunnerTemplate
-
-# What reading a reply of the wrong shape raises here (the reply is the candidate's data).
-MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
 
 def outcome(status: str, reason=None, message="", compiled=(), skipped=None) -> dict:

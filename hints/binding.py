@@ -45,18 +45,46 @@ def constructor_source(source: str) -> str:
     return textwrap.indent(text, "    ") + "\n"
 
 
+# Views whose arguments name no sizes, so one expression serves every size of the ladder.
+SIZE_FREE_VIEWS = frozenset(
+    "t transpose permute unsqueeze squeeze flatten movedim contiguous".split()
+)
+SIZE_FREE_PROPERTIES = ("T", "mT")
+
+
+def view_expression(func, args, kwargs, known: dict[int, str]) -> str | None:
+    """`A.T`, `x.unsqueeze(1)`: a size-free view of a known tensor as forward's expression."""
+    if not args or id(args[0]) not in known or kwargs:
+        return None
+    base, op = known[id(args[0])], canonical_op(func)
+    if op == "get":  # a property: Tensor.T and Tensor.mT come as their descriptor's __get__
+        name = getattr(getattr(func, "__self__", None), "__name__", None)
+        return f"{base}.{name}" if name in SIZE_FREE_PROPERTIES else None
+    if op not in SIZE_FREE_VIEWS or not all(isinstance(a, (int, tuple)) for a in args[1:]):
+        return None
+    if op == "squeeze" and len(args) == 1:
+        return None  # squeeze(): which dims go depends on the size
+    return f"{base}.{op}({', '.join(repr(a) for a in args[1:])})"
+
+
 class OperandRecorder(TorchFunctionMode):
-    """Records, per compute call, which known tensor (input or parameter) each argument is."""
+    """Records, per compute call, which known tensor (input, parameter, or a size-free view of
+    one) each argument is."""
 
     def __init__(self, known: dict[int, str]):
         super().__init__()
         self.known = known
         self.operands: list[tuple] = []
+        self.alive: list = []  # keeps views alive so that ids are never reused
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
         if canonical_op(func) not in LAYOUT_OPS:
             self.operands.append(tuple(self.known.get(id(a)) for a in args))
-        return func(*args, **(kwargs or {}))
+        elif (expr := view_expression(func, args, kwargs, self.known)) is not None:
+            self.known[id(out)] = expr
+            self.alive.append(out)
+        return out
 
 
 def bind(problem) -> Binding | None:

@@ -55,6 +55,9 @@ CASES = [
     (UNSEEN, "cross_entropy_per_row.py", "cross_entropy"),
     (LEVEL2, "99_Matmul_GELU_Softmax.py", "product_softmax"),
     (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax"),
+    (LEVEL1, "16_Matmul_with_transposed_A.py", "matmul"),
+    (LEVEL1, "17_Matmul_with_transposed_B.py", "matmul"),
+    (LEVEL1, "18_Matmul_with_transposed_both.py", "matmul"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
@@ -132,6 +135,7 @@ def test_strategy_points_are_correct_over_several_chunks(
         LEVEL1 / "89_cumsum.py",
         LEVEL1 / "92_cumsum_exclusive.py",
         LEVEL1 / "94_MSELoss.py",
+        LEVEL1 / "18_Matmul_with_transposed_both.py",
     ],
     ids=lambda p: p.name,
 )

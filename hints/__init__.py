@@ -18,6 +18,7 @@ FAMILY_MODULES = (
     "scans",
     "crossentropy",
     "product_softmax",
+    "channel_norm",
 )
 
 

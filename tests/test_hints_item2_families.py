@@ -9,11 +9,12 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, problem, strategy
 
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
-from engine.problems.loader import load_problem
+from engine.problems.loader import import_module_from, load_problem
 from engine.runner.calls import MODULE_GLOBALS
 from hints import match_problem
 
@@ -58,6 +59,9 @@ CASES = [
     (LEVEL1, "16_Matmul_with_transposed_A.py", "matmul"),
     (LEVEL1, "17_Matmul_with_transposed_B.py", "matmul"),
     (LEVEL1, "18_Matmul_with_transposed_both.py", "matmul"),
+    (LEVEL1, "33_BatchNorm.py", "channel_norm"),
+    (LEVEL1, "34_InstanceNorm.py", "channel_norm"),
+    (LEVEL1, "35_GroupNorm_.py", "channel_norm"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
@@ -110,6 +114,10 @@ POINTS = [
     (UNSEEN_MM, "matmul_tanh_log_softmax.py", "product_softmax.row_resident",
      {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16},
      dict(batch=20, in_features=33, out_features=100)),
+    (LEVEL1, "33_BatchNorm.py", "channel_norm.split_stats", {"BLOCK": 256, "MAX_SPLITS": 16},
+     kernelbench_size(batch_size=3, features=5, dim1=20, dim2=30)),
+    (LEVEL1, "35_GroupNorm_.py", "channel_norm.split_stats", {"BLOCK": 256, "MAX_SPLITS": 16},
+     kernelbench_size(batch_size=2, features=16, num_groups=8, dim1=20, dim2=30)),
 ]  # fmt: skip
 
 
@@ -121,6 +129,28 @@ def test_strategy_points_are_correct_over_several_chunks(
     (fam, match), = match_problem(target)  # fmt: skip
     source = strategy(fam, name).render(match, params)
     assert candidate_error(target, source, tmp_path, size) < STRICT
+
+
+def test_batch_norm_in_training_mode_normalizes_by_the_batch_and_updates_running_statistics(
+    tmp_path,
+):
+    """The gate judges in eval mode (running statistics); KernelBench runs its modules in
+    training mode, where the candidate must use the batch's statistics and update the running
+    ones (and the batch counter) as PyTorch does, step after step."""
+    target = problem("33_BatchNorm.py", LEVEL1)
+    (fam, match), = match_problem(target)  # fmt: skip
+    source = strategy(fam, "channel_norm.split_stats").render(match, {"BLOCK": 256})
+    (tmp_path / "candidate.py").write_text(source)
+    model = import_module_from(target.path, "reference").Model(5)
+    candidate = import_module_from(tmp_path / "candidate.py", "candidate").ModelNew(5)
+    candidate.load_state_dict(model.state_dict())
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.rand(3, 5, 20, 30) * 4 + 10  # a mean far from zero
+            torch.testing.assert_close(candidate(x), model(x), rtol=0, atol=1e-5)
+            for name, value in model.state_dict().items():
+                torch.testing.assert_close(candidate.state_dict()[name], value)
 
 
 @pytest.mark.parametrize(
@@ -136,6 +166,7 @@ def test_strategy_points_are_correct_over_several_chunks(
         LEVEL1 / "92_cumsum_exclusive.py",
         LEVEL1 / "94_MSELoss.py",
         LEVEL1 / "18_Matmul_with_transposed_both.py",
+        LEVEL1 / "35_GroupNorm_.py",
     ],
     ids=lambda p: p.name,
 )

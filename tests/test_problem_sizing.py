@@ -37,6 +37,13 @@ def test_small_constants_stay_and_a_grouped_convolution_still_runs():
     assert shape[1] == scaled["out_channels"]
 
 
+def test_a_channel_count_that_a_group_count_must_divide_keeps_its_value():
+    problem = load_problem(str(KERNELBENCH / "level1" / "35_GroupNorm_.py"))
+    scaled = problem.tier("tiny")[0].params["module_globals"]
+    assert "features" not in scaled and scaled["batch_size"] < 112 and scaled["dim1"] < 512
+    assert "features" not in problem.derived_tiny and "num_groups" not in problem.derived_tiny
+
+
 def test_a_file_whose_scaled_version_cannot_run_keeps_only_its_own_size(tmp_path):
     path = tmp_path / "rigid.py"
     path.write_text(

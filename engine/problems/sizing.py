@@ -66,19 +66,21 @@ def runs_for_real(module: ModuleType, params: dict) -> bool:
 
 def derive_tiny(module: ModuleType) -> tuple[Size, str] | None:
     """The tiny size and what it changed ("batch_size 16 -> 2, dim 16384 -> 256"), or None when
-    the file has no constants to scale or no scaled version runs."""
+    the file has no constants to scale or no scaled version runs. When no cut of every constant
+    runs, one constant may keep its value (a channel count that a small group count divides)."""
     constants = scalable_constants(module)
     if not constants:
         return None
-    for factor in FACTORS:
-        values = {n: scaled(v, factor) for n, v in constants.items()}
-        params = {MODULE_GLOBALS: values}
-        try:
-            elements = input_elements(module, params)
-        except Exception:
-            continue
-        if not MIN_ELEMENTS <= elements <= MAX_ELEMENTS or not runs_for_real(module, params):
-            continue
-        changes = ", ".join(f"{n} {constants[n]} -> {v}" for n, v in values.items())
-        return Size("tiny", "tiny", params), changes
+    for kept in [None, *constants]:
+        for factor in FACTORS:
+            values = {n: scaled(v, factor) for n, v in constants.items() if n != kept}
+            params = {MODULE_GLOBALS: values}
+            try:
+                elements = input_elements(module, params)
+            except Exception:
+                continue
+            if not MIN_ELEMENTS <= elements <= MAX_ELEMENTS or not runs_for_real(module, params):
+                continue
+            changes = ", ".join(f"{n} {constants[n]} -> {v}" for n, v in values.items())
+            return Size("tiny", "tiny", params), changes
     return None

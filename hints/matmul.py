@@ -6,6 +6,7 @@ from __future__ import annotations
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
+from hints.reductions import argument
 
 PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
@@ -13,6 +14,8 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 MIN_SIDE = 2
 PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
 H200_SMS = 132
+# triu/tril after the product: which (row, col) of each output matrix keep their value.
+TRIANGLES = {"triu": ">=", "tril": "<="}
 
 
 def tensor_args(call) -> list:
@@ -71,8 +74,25 @@ def forward_body(op: str, operands: tuple) -> str | None:
     return f"product({a}, {b}, {bias})"
 
 
+def epilogue_of(op: str, calls) -> str | None:
+    """The fused epilogue in `acc` of the calls after the product: an elementwise chain, perhaps
+    ending in triu or tril (finish_tile's rows and cols are those of each output matrix)."""
+    if not calls:
+        return "acc"
+    last = calls[-1]
+    if last.op not in TRIANGLES:
+        return epilogue_expression(calls, var="acc")
+    diagonal = argument(last, 1, "diagonal", 0)
+    inner = epilogue_of(op, calls[:-1])
+    if op == "linear" or not isinstance(diagonal, int) or inner is None:
+        return None  # linear's rows flatten its leading dims: not the matrices' rows
+    keep = f"cols[None, :] - rows[:, None] {TRIANGLES[last.op]} {diagonal}"
+    return f"tl.where({keep}, {inner}, 0.0)"
+
+
 def match(problem) -> Match | None:
-    """A product as the first traced call, the rest an elementwise chain on its result."""
+    """A product as the first traced call, the rest an elementwise chain on its result (perhaps
+    ending in triu or tril)."""
     shapes, epilogues = [], set()
     for size in problem.sizes:
         calls = problem.calls.get(size.label, [])
@@ -84,7 +104,7 @@ def match(problem) -> Match | None:
             return None
         if len(dtypes) != 1:
             return None
-        epilogues.add(epilogue_expression(calls[1:], var="acc") if calls[1:] else "acc")
+        epilogues.add(epilogue_of(calls[0].op, calls[1:]))
         shapes.append([size.tier, *shape])
     if len(epilogues) != 1 or None in epilogues:
         return None

@@ -1,14 +1,17 @@
-"""Matrix products (linear, matmul, mm, bmm, addmm) with a fused elementwise epilogue: tiled with
-grouped ordering, split-K for few output tiles, and a persistent grid."""
+"""Matrix products (linear, matmul, mm, bmm, addmm, einsum "...l,lk->...k") with a fused
+elementwise epilogue: tiled with grouped ordering, split-K for few output tiles, and a persistent
+grid."""
 
 from __future__ import annotations
+
+import math
 
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
 from hints.reductions import argument
 
-PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm")
+PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "einsum")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 # A product with a side of 1 is a matrix-vector product: the matvec family's bandwidth kernels.
 MIN_SIDE = 2
@@ -24,9 +27,27 @@ def tensor_args(call) -> list:
     ]
 
 
+def is_right_product(equation) -> bool:
+    """An einsum that multiplies its first operand's last dim by a matrix ("bijl,lk->bijk"):
+    a product of the first operand's rows, like linear with an untransposed weight."""
+    if not isinstance(equation, str) or equation.count(",") != 1 or "->" not in equation:
+        return False
+    inputs, out = equation.replace(" ", "").split("->")
+    x, w = inputs.split(",")
+    return (
+        len(w) == 2 and len(set(x)) == len(x) >= 1 and x[-1] == w[0] and w[1] not in x
+        and out == x[:-1] + w[1]
+    )  # fmt: skip
+
+
 def product_shape(call) -> tuple[int, int, int, int] | None:
     """(batch, M, N, K) of a traced product; None for shapes this family does not handle."""
     tensors = tensor_args(call)
+    if call.op == "einsum":
+        if not call.args or not is_right_product(call.args[0]) or len(tensors) != 2:
+            return None
+        x, (k, n) = tensors[0][1], tensors[1][1]
+        return (1, math.prod(x[:-1]), n, k)
     if call.op == "linear":
         if len(tensors) not in (2, 3) or len(tensors[1][1]) != 2:
             return None
@@ -65,6 +86,12 @@ def forward_body(op: str, operands: tuple) -> str | None:
             return None
         rows = f"{x}.reshape(-1, {x}.shape[-1])"
         return f"product({rows}, {w}.t(), {bias}).reshape(*{x}.shape[:-1], -1)"
+    if op == "einsum":
+        a, b = operands[1:3]
+        if None in (a, b):
+            return None
+        rows = f"{a}.reshape(-1, {a}.shape[-1])"
+        return f"product({rows}, {b}, None).reshape(*{a}.shape[:-1], -1)"
     if op == "addmm":
         bias, a, b = operands[:3]
     else:
@@ -84,8 +111,8 @@ def epilogue_of(op: str, calls) -> str | None:
         return epilogue_expression(calls, var="acc")
     diagonal = argument(last, 1, "diagonal", 0)
     inner = epilogue_of(op, calls[:-1])
-    if op == "linear" or not isinstance(diagonal, int) or inner is None:
-        return None  # linear's rows flatten its leading dims: not the matrices' rows
+    if op in ("linear", "einsum") or not isinstance(diagonal, int) or inner is None:
+        return None  # rows that flatten leading dims are not the matrices' rows
     keep = f"cols[None, :] - rows[:, None] {TRIANGLES[last.op]} {diagonal}"
     return f"tl.where({keep}, {inner}, 0.0)"
 
@@ -381,8 +408,8 @@ PRECISION_NOTE = (
 
 FAMILY = Family(
     name="matmul",
-    description="Matrix products (linear, matmul, mm, bmm, addmm) with a fused elementwise "
-    "epilogue (bias, activations, scaling).",
+    description="Matrix products (linear, matmul, mm, bmm, addmm, einsum of rows by a matrix) "
+    "with a fused elementwise epilogue (bias, activations, scaling, triu/tril).",
     match=match,
     strategies=(
         Strategy(

@@ -61,6 +61,7 @@ CASES = [
     (LEVEL1, "18_Matmul_with_transposed_both.py", "matmul"),
     (LEVEL1, "14_Matmul_for_upper_triangular_matrices.py", "matmul"),
     (LEVEL1, "15_Matmul_for_lower_triangular_matrices.py", "matmul"),
+    (LEVEL1, "11_4D_tensor_matrix_multiplication.py", "matmul"),
     (LEVEL1, "33_BatchNorm.py", "channel_norm"),
     (LEVEL1, "34_InstanceNorm.py", "channel_norm"),
     (LEVEL1, "35_GroupNorm_.py", "channel_norm"),
@@ -171,6 +172,7 @@ def test_batch_norm_in_training_mode_normalizes_by_the_batch_and_updates_running
         LEVEL1 / "94_MSELoss.py",
         LEVEL1 / "18_Matmul_with_transposed_both.py",
         LEVEL1 / "35_GroupNorm_.py",
+        LEVEL1 / "11_4D_tensor_matrix_multiplication.py",
     ],
     ids=lambda p: p.name,
 )

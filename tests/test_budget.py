@@ -61,6 +61,14 @@ def test_a_ledger_stored_before_the_split_moves_its_compile_seconds_off_the_gpu(
     assert ledger.gpu_seconds == 2.0 and ledger.cpu_seconds_by_activity == {"compile": 5.0}
 
 
+def test_a_ledger_stored_before_devices_were_counted_spent_everything_on_device_0():
+    ledger = Ledger()
+    ledger.charge_evaluation(0, {"check": 1.0, "time": 2.0})
+    stored = ledger.to_dict()
+    del stored["gpu_seconds_by_device"]
+    assert Ledger.from_dict(stored).gpu_seconds_by_device == {"0": 3.0}
+
+
 @pytest.mark.parametrize("nothing", ["0evals", "0m", "0.0h", "$0", "0gpu-s"])
 def test_a_limit_of_nothing_is_refused(nothing):
     with pytest.raises(BudgetError, match="above zero"):

@@ -7,7 +7,12 @@ import json
 import pytest
 
 from engine.backends import resolve_gpus
-from engine.session_files import SessionPaths
+from engine.compose import create_session, open_view, resume_session
+from engine.generate.composite import ORIGIN as COMPOSITE
+from engine.search import report
+from engine.session.settings import SessionSettings
+from engine.session.store import Store
+from engine.session_files import SessionPaths, read_snapshot
 from tests.test_sessions_sim import kb, run_args, show, stable
 
 
@@ -17,6 +22,85 @@ def evaluations_by_device(sessions, name) -> dict[int, int]:
         for evaluation in json.loads(path.read_text())["evaluations"]:
             counts[evaluation["device"]] = counts.get(evaluation["device"], 0) + 1
     return counts
+
+
+def budget_evaluations_by_device(paths: SessionPaths) -> dict[str, int]:
+    """The evaluations in the candidates' detail files that count against the budget (a
+    composite's do not), by device."""
+    counts: dict[str, int] = {}
+    for path in paths.candidates.glob("*.json"):
+        detail = json.loads(path.read_text())
+        for evaluation in detail["evaluations"] if detail["origin"] != COMPOSITE else []:
+            key = str(evaluation["device"])
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def two_device_session(tmp_path, evals: int) -> SessionPaths:
+    paths = SessionPaths(tmp_path / "two")
+    limits = {"evaluations": evals}
+    create_session(paths, SessionSettings("matvec", "sim", seed=3, limits=limits, gpus=(0, 1)))
+    return paths
+
+
+def test_each_device_reports_what_it_evaluates_and_has_spent(tmp_path):
+    """At every step the published snapshot's devices name the candidates the engine is
+    evaluating, one a device, and their spending adds up to the ledger's; `show --json` of the
+    finished session says the same."""
+    paths = two_device_session(tmp_path, evals=60)
+    both_busy = 0
+
+    def check(engine) -> None:
+        nonlocal both_busy
+        snapshot = read_snapshot(paths)
+        devices, ledger = snapshot["devices"], snapshot["ledger"]
+        assert [(d["index"], d["gpu"]) for d in devices] == [(0, 0), (1, 1)]
+        assert sum(d["evaluations"] for d in devices) == ledger["evaluations"]
+        spent = {str(d["index"]): d["gpu_seconds"] for d in devices if d["gpu_seconds"]}
+        assert spent == ledger["gpu_seconds_by_device"]
+        now = [d["evaluating"] for d in devices if d["evaluating"]]
+        evaluating = [c for c in engine.population if c.status == "evaluating"]
+        assert sorted(n["id"] for n in now) == sorted(c.id for c in evaluating)
+        assert not any(n["rung"] in engine.by_id[n["id"]].results for n in now)  # not yet
+        both_busy += len(now) == 2
+
+    engine = resume_session(paths)
+    try:
+        assert engine.run(on_step=check) == "finished"
+    finally:
+        engine.close()
+        engine.store.close()
+    assert both_busy > 40
+    shown = show("two", tmp_path)
+    assert shown["devices"] == read_snapshot(paths)["devices"]
+    assert not any(d["evaluating"] for d in shown["devices"])
+    by_device = {str(d["index"]): d["evaluations"] for d in shown["devices"]}
+    assert by_device == budget_evaluations_by_device(paths)
+    assert sum(by_device.values()) == shown["ledger"]["evaluations"] >= 60
+
+
+def test_a_ledger_stored_before_it_counted_evaluations_by_device_counts_them_in_the_store(
+    tmp_path,
+):
+    paths = two_device_session(tmp_path, evals=20)
+    engine = resume_session(paths)
+    try:
+        engine.run()
+    finally:
+        engine.close()
+        engine.store.close()
+    store = Store(paths.database)
+    ledger = store.state()["ledger"]
+    counted = ledger.pop("evaluations_by_device")
+    store.db.execute("UPDATE state SET value = ? WHERE key = 'ledger'", [json.dumps(ledger)])
+    store.close()
+    view = open_view(paths)
+    try:
+        devices = report.snapshot(view)["devices"]
+    finally:
+        view.store.close()
+    assert {str(d["index"]): d["evaluations"] for d in devices} == counted
+    assert set(counted) == {"0", "1"} and sum(counted.values()) == ledger["evaluations"]
 
 
 def test_two_simulated_devices_share_the_search(tmp_path):

@@ -83,6 +83,7 @@ class Ledger:
         default_factory=lambda: {"compile": 0.0}  # "precompile" too, once a worker compiled
     )
     gpu_seconds_by_device: dict[str, float] = field(default_factory=dict)
+    evaluations_by_device: dict[str, int] = field(default_factory=dict)
     llm_tokens_in: int = 0
     llm_tokens_out: int = 0
     llm_cost_usd: float = 0.0
@@ -101,9 +102,11 @@ class Ledger:
         busy = self.gpu_seconds + self.cpu_seconds_by_activity.get("compile", 0.0)
         return max(0.0, self.wall_seconds - busy)
 
-    def charge_evaluation(self, rung: int, by_activity: dict[str, float]) -> float:
-        """Count one evaluation; returns the GPU-seconds it spent."""
+    def charge_evaluation(self, rung: int, by_activity: dict[str, float], device: int = 0) -> float:
+        """Count one evaluation, run on `device`; returns the GPU-seconds it spent."""
         self.evaluations += 1
+        key = str(device)
+        self.evaluations_by_device[key] = self.evaluations_by_device.get(key, 0) + 1
         return self.charge_census(rung, by_activity)
 
     def charge_census(self, rung: int, by_activity: dict[str, float]) -> float:
@@ -159,9 +162,14 @@ class Ledger:
     @classmethod
     def from_dict(cls, d: dict) -> Ledger:
         """A stored ledger; one stored before compiling was counted apart has its compile
-        seconds among the GPU-seconds: they move to the CPU's."""
+        seconds among the GPU-seconds: they move to the CPU's; one stored before devices were
+        counted spent them all on device 0 (its evaluations by device are counted in the store:
+        Store.evaluations_by_device)."""
         d = {**d, "gpu_seconds_by_activity": dict(d["gpu_seconds_by_activity"])}
         if "cpu_seconds_by_activity" not in d:
             compile_s = d["gpu_seconds_by_activity"].pop("compile", 0.0)
             d["cpu_seconds_by_activity"] = {"compile": compile_s}
-        return cls(**d)
+        ledger = cls(**d)
+        if "gpu_seconds_by_device" not in d:
+            ledger.gpu_seconds_by_device = {"0": ledger.gpu_seconds}
+        return ledger

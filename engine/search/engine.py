@@ -89,7 +89,11 @@ class Engine:
         self.settings = settings
         saved = store.state()
         self.search = SearchState(**saved.get("search", {}))
-        self.ledger = Ledger.from_dict(saved["ledger"]) if "ledger" in saved else Ledger()
+        stored_ledger = saved.get("ledger")
+        self.ledger = Ledger.from_dict(stored_ledger) if stored_ledger else Ledger()
+        if stored_ledger and "evaluations_by_device" not in stored_ledger:
+            # stored before evaluations were counted by device: count them in the store
+            self.ledger.evaluations_by_device = store.evaluations_by_device(COMPOSITE)
         self.limits: dict = saved.get("limits", dict(settings.limits))
         self.rng = random.Random()
         if "rng" in saved:
@@ -319,10 +323,10 @@ class Engine:
                       device: int = 0):  # fmt: skip
         # A composite of per-shape winners is part of the search's answer, as its census is:
         # its GPU-seconds are charged, but it is not one of the budget's evaluations.
-        charge = (
-            self.ledger.charge_census if c.origin == COMPOSITE else self.ledger.charge_evaluation
-        )
-        spent = charge(rung, result.gpu_seconds)
+        if c.origin == COMPOSITE:
+            spent = self.ledger.charge_census(rung, result.gpu_seconds)
+        else:
+            spent = self.ledger.charge_evaluation(rung, result.gpu_seconds, device)
         c.gpu_seconds += spent
         self.ledger.charge_device(device, spent)
         stored = {**result.to_dict(), "device": device}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.backends.devices import Slot
 from engine.search.specialists import winners_summary
 from engine.session.publish import candidate_row, snapshot_rows
 
@@ -36,6 +37,26 @@ def ledger_summary(engine_like) -> dict:
 
 def _index(item: tuple[str, float]) -> int:
     return int(item[0])
+
+
+def device_summary(engine_like) -> list[dict]:
+    """Each device of the session (its index, the GPU it is): the evaluation planned on it now,
+    if any, and the GPU-seconds and evaluations it has spent."""
+    ledger = engine_like.ledger
+    planned = {slot.device: slot for slot in map(Slot.from_list, engine_like.search.inflight)}
+    out = []
+    for index, gpu in enumerate(engine_like.settings.gpus):
+        slot = planned.get(index)
+        out.append(
+            {
+                "index": index,
+                "gpu": gpu,
+                "evaluating": {"id": slot.cid, "rung": slot.rung} if slot else None,
+                "gpu_seconds": round(ledger.gpu_seconds_by_device.get(str(index), 0.0), 6),
+                "evaluations": ledger.evaluations_by_device.get(str(index), 0),
+            }
+        )
+    return out
 
 
 def best_summary(engine_like) -> dict | None:
@@ -106,6 +127,7 @@ def snapshot(engine_like, all_rows: bool = False) -> dict:
         "shape_winners": winners_summary(engine_like),
         "budget": budget_summary(engine_like),
         "ledger": ledger_summary(engine_like),
+        "devices": device_summary(engine_like),
         "progress": search.progress,
         "rungs": rung_summary(engine_like),
         "agreement": agreement_summary(engine_like),

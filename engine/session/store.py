@@ -176,6 +176,17 @@ class Store:
         ).fetchall()
         return [r[0] for r in rows]
 
+    def evaluations_by_device(self, except_origin: str) -> dict[str, int]:
+        """How many evaluations each device ran (one stored before devices counted: device 0),
+        those of candidates of `except_origin` aside."""
+        rows = self.db.execute(
+            "SELECT coalesce(CAST(e.result->>'device' AS INTEGER), 0) AS device, count(*) "
+            "FROM evaluations e JOIN candidates c ON c.id = e.candidate "
+            "WHERE c.record->>'origin' != ? GROUP BY device ORDER BY device",
+            [except_origin],
+        ).fetchall()
+        return {str(device): count for device, count in rows}
+
     def commands(self) -> list[dict]:
         cols = COMMAND_COLUMNS
         rows = self.db.execute(

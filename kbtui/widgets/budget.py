@@ -1,5 +1,5 @@
-"""The "Budget" pane: the ledger by rung and activity (GPU-held, then compiling and idle), LLM
-spend, what is left, and progress."""
+"""The "Budget" pane: the ledger by rung, activity and device (GPU-held, then compiling and
+idle), LLM spend, what is left, and progress."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kbtui.plot import best_speedup_plot
 
 PLOT_HEIGHT = 4
 LABEL_WIDTH = 17
+DOING_WIDTH = 21  # "evaluating c0012 r1", padded so that the devices' columns line up
 # Ledger rows: label, ledger key, budget key (limits and left), formatter.
 LIMITED = (
     ("wall", "wall_seconds", "wall_seconds", duration),
@@ -27,6 +28,25 @@ def cell(value, fmt) -> str:
 
 def labelled(label: str, *parts) -> Content:
     return Content.assemble((f"{label:<{LABEL_WIDTH}}", "bold"), *parts)
+
+
+def device_lines(devices: list[dict]) -> list[Content]:
+    """One line per device: what it evaluates now and what it has spent; none for one device."""
+    if len(devices) < 2:
+        return []
+    lines = []
+    for device in devices:
+        now = device["evaluating"]
+        doing = f"evaluating {now['id']} r{now['rung']}" if now else "idle"
+        lines.append(
+            labelled(
+                "devices" if device["index"] == 0 else "",
+                f"d{device['index']} (GPU {device['gpu']})  ",
+                (f"{doing:<{DOING_WIDTH}}", "$text-accent" if now else "$text-muted"),
+                f"GPU {duration(device['gpu_seconds']):>6}  {device['evaluations']:>4} evals",
+            )
+        )
+    return lines
 
 
 def budget_content(snapshot: dict) -> Content:
@@ -62,6 +82,7 @@ def budget_content(snapshot: dict) -> Content:
             "GPU by activity",
             "  ".join(f"{name} {duration(s)}" for name, s in by_activity) or MISSING,
         ),
+        *device_lines(snapshot.get("devices") or []),
         labelled(
             "off the GPU",
             "  ".join(f"{name} {duration(s)}" for name, s in off_gpu) or MISSING,

@@ -1,5 +1,6 @@
 """Fixtures for the TUI tests: a session made by a real sim run (once per test run, copied
-for each test), a real engine attached to a copy, and a fixed clock zone."""
+for each test), one on two simulated devices, a real engine attached to a copy, and a fixed
+clock zone."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 from live_engine import LiveEngine
 from sim_session import (
     NAME,
+    TWO_DEVICE_NAME,
     give_recorded_profile,
     normalise_wall_clock,
     run_sim_session,
+    run_two_device_session,
 )
 
 from engine.session_files import SessionPaths, read_snapshot
@@ -48,6 +51,21 @@ def sim_session_template(tmp_path_factory) -> SessionPaths:
 def session(sim_session_template, tmp_path) -> SessionPaths:
     """A copy of the finished sim session; no engine runs on it."""
     return SessionPaths(shutil.copytree(sim_session_template.root, tmp_path / NAME))
+
+
+@pytest.fixture(scope="session")
+def two_device_template(tmp_path_factory) -> SessionPaths:
+    """A sim session on two devices, each with an evaluation planned when its engine ended,
+    with its wall-clock values normalised. Tests get copies (`two_device_session`)."""
+    paths = run_two_device_session(tmp_path_factory.mktemp("sim-two"))
+    normalise_wall_clock(paths)
+    return paths
+
+
+@pytest.fixture
+def two_device_session(two_device_template, tmp_path) -> SessionPaths:
+    """A copy of the two-device sim session; no engine runs on it."""
+    return SessionPaths(shutil.copytree(two_device_template.root, tmp_path / TWO_DEVICE_NAME))
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The TUI tests' session: made by a real sim run through the real CLI, then made stable.
+"""The TUI tests' sessions: made by real sim runs (the first through the real CLI), then made
+stable.
 
 The sim backend is deterministic for a seed (same candidates, scores and samples), so the only
 values that differ between two runs are wall-clock ones; `normalise_wall_clock` fixes exactly
@@ -12,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.compose import create_session, resume_session
 from engine.profiler.csvparse import parse_details, parse_raw
 from engine.profiler.diagnosis import diagnose
 from engine.profiler.ncu import REQUESTED_METRICS
+from engine.session.settings import SessionSettings
 from engine.session_files import (
     SessionPaths,
     read_candidate,
@@ -29,6 +32,7 @@ NAME = "sim-demo"
 # matvec: its search space outlasts the pilot tests' live engines (softmax's runs dry soon after).
 PROBLEM, SEED = "matvec", 0
 FIRST_EVALS, MORE_EVALS = 30, 30
+TWO_DEVICE_NAME, TWO_DEVICE_STEPS = "sim-two", 40
 START = 1764480000.0  # 2025-11-30 05:20:00 UTC: the normalised clock starts here
 EVENT_SPACING_S = 0.1
 WALL_SECONDS = 2.5
@@ -62,6 +66,24 @@ def run_sim_session(sessions_dir: Path) -> SessionPaths:
     send_command(paths, "veto", candidate=queued[0]["id"])
     send_command(paths, "budget", amount=f"+{MORE_EVALS}evals")
     engine_cli("resume", NAME, "--headless", sessions_dir=sessions_dir)
+    return paths
+
+
+def run_two_device_session(sessions_dir: Path) -> SessionPaths:
+    """A matvec search on two simulated devices whose engine ended after TWO_DEVICE_STEPS steps,
+    as a killed one ends after a commit: an evaluation planned on each device, both stored."""
+    paths = SessionPaths(sessions_dir / TWO_DEVICE_NAME)
+    limits = {"evaluations": 1000}
+    create_session(paths, SessionSettings(PROBLEM, "sim", SEED, limits, gpus=(0, 1)))
+    engine = resume_session(paths)
+    try:
+        engine.start()
+        for _ in range(TWO_DEVICE_STEPS):
+            engine.step()
+    finally:
+        engine.lock.release()
+        engine.close()
+        engine.store.close()
     return paths
 
 

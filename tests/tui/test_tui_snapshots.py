@@ -1,7 +1,8 @@
 """Snapshots of each pane drawn from the sim session (pytest --snapshot-update to renew).
 
 The 80x24 panes show the finished session as it is after its run: no engine, so the status
-line offers to resume. The wide layout shows a real engine holding the session paused."""
+line offers to resume; the Budget pane of a session on two devices adds a row for each. The
+wide layout shows a real engine holding the session paused."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def test_profiler_not_profiled_yet(snap_compare, session):
     assert snap_compare(
         app, terminal_size=(80, 24), run_before=showing("2", candidate=NOT_PROFILED_YET)
     )
+
+
+def test_budget_pane_shows_each_device_of_a_two_device_session(snap_compare, two_device_session):
+    app = KernelBrainApp(two_device_session)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=showing("4"))
 
 
 def test_wide_terminal_puts_the_queue_beside_the_panes(snap_compare, live_engine):

@@ -44,8 +44,10 @@ def create_session(paths: SessionPaths, wanted: SessionSettings) -> SessionSetti
     from engine.search.rungs import default_ladder
 
     problem = load_session_problem(wanted, wanted.problem)
-    backend = resolve_backend(wanted.backend)
-    gpus = resolve_gpus(wanted.gpus, backend) if isinstance(wanted.gpus, str) else wanted.gpus
+    backend = resolve_backend(wanted.backend, wanted.ray)
+    gpus = wanted.gpus
+    if isinstance(gpus, str):
+        gpus = resolve_gpus(gpus, backend, wanted.ray)
     settings = replace(
         wanted,
         problem=problem.name,
@@ -80,7 +82,7 @@ def resume_session(paths: SessionPaths) -> Engine:
         problem = load_session_problem(settings, settings.problem_path)
         generator = make_generator(settings, problem)
         generator.preflight()
-        backends = make_backends(settings.backend, settings.gpus)
+        backends = make_backends(settings.backend, settings.gpus, settings.ray)
     except BaseException:
         if store is not None:
             store.close()

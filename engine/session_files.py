@@ -31,6 +31,7 @@ EVENT_KINDS = (
     "generation_note",
     "rejected",
     "evaluated",
+    "rerun",
     "census",
     "fidelity",
     "promoted",

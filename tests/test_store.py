@@ -107,7 +107,7 @@ def old_session(root, **dropped):
         "session": "old", "problem": "softmax", "problem_path": str(softmax.path),
         "backend": "sim", "generator": "offline", "model": None, "api_base": None,
         "replay_from": None, "seed": 4, "precision_policy": "strict", "allowed_torch_ops": [],
-        "gpus": [0], "limits": {"evaluations": 12},
+        "gpus": [0], "ray": None, "limits": {"evaluations": 12},
         "ladder": [
             {"index": 0, "size_labels": [smallest], "warmup": 3, "reps": 10, "input_sets": 2,
              "interleave": True, "profile": False, "check_seeds": 3},
@@ -128,7 +128,7 @@ def old_session(root, **dropped):
 
 @pytest.mark.parametrize(
     "dropped",
-    [{}, {"precision_policy": "strict", "allowed_torch_ops": [], "gpus": [0]}],
+    [{}, {"precision_policy": "strict", "allowed_torch_ops": [], "gpus": [0], "ray": None}],
     ids=["now", "older"],
 )
 def test_sessions_written_before_settings_had_a_type_still_load_and_run(tmp_path, dropped):

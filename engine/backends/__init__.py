@@ -7,13 +7,20 @@ from engine.backends.base import BACKENDS, Backend
 CHOICES = (*BACKENDS, "auto")
 
 
-def resolve_backend(name: str) -> str:
-    """A backend name with `auto` made concrete: cuda when PyTorch sees a GPU, else cpu; cuda
-    without a GPU is refused before anything starts."""
+def resolve_backend(name: str, ray: str | None = None) -> str:
+    """A backend name with `auto` made concrete: cuda when PyTorch sees a GPU (with `ray`, when
+    the Ray cluster has one), else cpu; cuda without a GPU is refused before anything starts."""
     if name not in CHOICES:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(CHOICES)}")
     if name not in ("auto", "cuda"):
         return name
+    if ray is not None:
+        from engine.backends.ray_fleet import cluster_gpus, connect
+
+        connect(ray)
+        if name == "cuda" and not cluster_gpus():
+            raise RuntimeError(f"--backend cuda: the Ray cluster ({ray}) has no GPU")
+        return "cuda" if cluster_gpus() else "cpu"
     import torch
 
     if name == "cuda" and not torch.cuda.is_available():
@@ -32,11 +39,20 @@ GPUS_HELP = (
 )
 
 
-def resolve_gpus(text: str, backend: str) -> tuple[int, ...]:
+def resolve_gpus(text: str, backend: str, ray: str | None = None) -> tuple[int, ...]:
     """The device indices `--gpus TEXT` names on a resolved backend; ValueError says what to
-    give instead."""
+    give instead. With `ray`, device i is the i-th actor, wherever Ray places it."""
     visible = None
-    if backend == "cuda":
+    if ray is not None:
+        from engine.backends.ray_fleet import cluster_gpus, connect
+
+        if "," in text:
+            raise ValueError(f"--gpus {text!r} with --ray: give a count or 'all' (Ray places "
+                             "each device's actor on a GPU it chooses)")  # fmt: skip
+        connect(ray)  # here, before a session is written: an unreachable cluster is refused
+        if backend == "cuda":
+            visible = cluster_gpus()
+    elif backend == "cuda":
         import torch
 
         visible = torch.cuda.device_count()
@@ -53,14 +69,21 @@ def resolve_gpus(text: str, backend: str) -> tuple[int, ...]:
     if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
         raise ValueError(f"--gpus {text!r} names no device, or one twice: {GPUS_HELP}")
     if visible is not None and max(gpus) >= visible:
-        raise ValueError(f"--gpus {text!r}: PyTorch sees {visible} GPU(s) here, 0 to {visible - 1}")
+        where = f"the Ray cluster ({ray}) has" if ray else "PyTorch sees"
+        raise ValueError(f"--gpus {text!r}: {where} {visible} GPU(s), 0 to {visible - 1}")
     return gpus
 
 
-def make_backends(name: str, gpus: tuple[int, ...] = (0,)) -> list[Backend]:
+def make_backends(name: str, gpus: tuple[int, ...] = (0,), ray: str | None = None
+                  ) -> list[Backend]:  # fmt: skip
     """One backend per device. On cpu and cuda the first one's compile workers and compiled
-    kernels serve them all."""
-    name = resolve_backend(name)
+    kernels serve them all; with `ray`, one Ray actor per device holds each."""
+    name = resolve_backend(name, ray)
+    if ray is not None:
+        from engine.backends.ray_fleet import connect, ray_backends
+
+        connect(ray)
+        return ray_backends(name, len(gpus))
     if name == "sim":
         from engine.backends.sim import SimBackend
 

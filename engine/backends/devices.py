@@ -8,6 +8,9 @@ real device is clocked too: its jobs then run one at a time, in order, as they a
 
 `Threaded` (several real devices): a thread per device evaluates its jobs; they complete in
 wall-clock order.
+
+A device whose worker is lost with a job (a Ray node gone: engine.backends.ray_fleet) raises
+`DeviceLost`; the job is re-run there, up to RERUNS times, and `Done.notes` says so.
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ from dataclasses import dataclass
 
 from engine.jobs import EvalJob, EvalResult, RungSpec
 from engine.problems import Problem
+
+RERUNS = 3  # times one evaluation is re-run on a device that lost it
+
+
+class DeviceLost(Exception):
+    """The device's worker disappeared with the evaluation; it can be run again there."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,22 @@ class Done:
     slot: Slot
     result: EvalResult
     finish: float  # on the device's clock (Clocked); 0 where devices are threaded
+    notes: tuple[str, ...] = ()  # evaluations lost and re-run on the way, for the event log
+
+
+def evaluate(backend, problem: Problem, job: EvalJob) -> tuple[EvalResult, tuple[str, ...]]:
+    """The backend's result for `job`, re-run where the device lost it; and what was lost."""
+    notes = []
+    while True:
+        try:
+            return backend.evaluate(problem, job), tuple(notes)
+        except DeviceLost as lost:
+            if len(notes) == RERUNS:
+                raise RuntimeError(
+                    f"{job.candidate_id} was lost {RERUNS + 1} times in a row, last: {lost}; "
+                    "check the cluster's nodes, then resume the session"
+                ) from lost
+            notes.append(f"{job.candidate_id} at rung {job.rung.index} is re-run: {lost}")
 
 
 class Clocked:
@@ -63,8 +88,9 @@ class Clocked:
         self._done: list[Done] = []
 
     def submit(self, slot: Slot, problem: Problem, job: EvalJob) -> None:
-        result = self.backends[slot.device].evaluate(problem, job)
-        self._done.append(Done(slot, result, slot.start + sum(result.gpu_seconds.values())))
+        result, notes = evaluate(self.backends[slot.device], problem, job)
+        finish = slot.start + sum(result.gpu_seconds.values())
+        self._done.append(Done(slot, result, finish, notes))
 
     def next_done(self) -> Done:
         first = min(self._done, key=lambda d: (d.finish, d.slot.device))
@@ -89,7 +115,8 @@ class Threaded:
         while (work := jobs.get()) is not None:
             slot, problem, job = work
             try:
-                self._done.put(Done(slot, backend.evaluate(problem, job), 0.0))
+                result, notes = evaluate(backend, problem, job)
+                self._done.put(Done(slot, result, 0.0, notes))
             except Exception as exc:  # the engine's to raise, as one device would
                 self._done.put(exc)
 

@@ -55,12 +55,17 @@ class SizeTimes:
     judged_eager: dict[str, list[float]] = field(default_factory=dict)
 
 
-def _run(request: dict, device: str, timeout_s: float) -> tuple[list[dict], str | None]:
-    """The JSON lines a timing process sent, and why it ended early (None when it finished)."""
+def _run(request: dict, device: str, timeout_s: float, gpu: int = 0
+         ) -> tuple[list[dict], str | None]:  # fmt: skip
+    """The JSON lines a timing process on GPU `gpu` sent, and why it ended early (None when it
+    finished)."""
     command = [sys.executable, "-m", "engine.bench.contenders"]
+    env = worker_environment(device)
+    if device == "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     proc = subprocess.Popen(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=worker_environment(device), start_new_session=True,
+        text=True, env=env, start_new_session=True,
     )  # fmt: skip
     try:
         out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
@@ -82,11 +87,13 @@ def _run(request: dict, device: str, timeout_s: float) -> tuple[list[dict], str 
     return lines, failure
 
 
-def measure_ceilings(backend: str) -> dict:
-    """{"ceilings": {...}, "device_name", "torch", "triton", "measured"}; on sim, fixed numbers."""
+def measure_ceilings(backend: str, gpu: int = 0) -> dict:
+    """{"ceilings": {...}, "device_name", "torch", "triton", "measured"} of GPU `gpu`; on sim,
+    fixed numbers."""
     if backend == "sim":
         return {"ceilings": dict(SIM_CEILINGS), "device_name": "sim", "measured": False}
-    lines, failure = _run({"kind": "ceilings", "device": backend}, backend, START_TIMEOUT_S * 2)
+    request = {"kind": "ceilings", "device": backend}
+    lines, failure = _run(request, backend, START_TIMEOUT_S * 2, gpu)
     if failure or not lines:
         raise BenchError(
             f"measuring the device's ceilings failed: {failure or 'no result'}; "
@@ -97,11 +104,11 @@ def measure_ceilings(backend: str) -> dict:
 
 def time_contenders(
     problem: Problem, labels: list[str], sources: dict[str, str], backend: str, seed: int,
-    timeout_s: float | None = None,
+    timeout_s: float | None = None, gpu: int = 0,
 ) -> dict[str, SizeTimes]:  # fmt: skip
     """Samples per size label for eager and torch.compile, from one process that is killed past
     `timeout_s` (default: by the number of sizes), and for each candidate source (by name), from
-    the judge (each phase held to `timeout_s` when given)."""
+    the judge (each phase held to `timeout_s` when given); all on GPU `gpu`."""
     if backend == "sim":
         return _sim_times(problem, labels, sources, seed)
     request = {
@@ -114,9 +121,8 @@ def time_contenders(
         "compile": True,
         **TIMING[backend],
     }
-    lines, failure = _run(
-        request, backend, timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
-    )
+    deadline = timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
+    lines, failure = _run(request, backend, deadline, gpu)
     times = {}
     for line in lines:
         times[line["label"]] = SizeTimes(line["samples"], line["errors"], line["compile_seconds"])
@@ -124,11 +130,11 @@ def time_contenders(
         if label not in times:
             why = failure or "the timing process sent nothing for this size"
             times[label] = SizeTimes(errors={k: why for k in ("eager", "compile")})
-    _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times)
+    _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times, gpu)
     return times
 
 
-def _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times) -> None:
+def _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times, gpu) -> None:
     """Each candidate timed by the judge at every size (its output checked again after the
     timing, on a fresh input): its samples and the reference's, or why there are none."""
     if not sources:
@@ -136,7 +142,7 @@ def _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times)
     timeouts = (
         Timeouts(compile_s=timeout_s, run_s=timeout_s, time_s=timeout_s) if timeout_s else None
     )
-    judge = LocalBackend(backend, timeouts=timeouts)
+    judge = LocalBackend(backend, gpu=gpu, timeouts=timeouts)
     settings = TIMING[backend]
     timing = {"seed": seed + JUDGED_SEED_OFFSET, "recheck_seed": seed + JUDGED_SEED_OFFSET + 1,
               "interleave": True, **settings}  # fmt: skip

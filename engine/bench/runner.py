@@ -36,6 +36,9 @@ class BenchPlan:
     # Problems from KernelBench folders: one that fails to load or to start is reported, not
     # fatal, and KernelBench's metrics are written over them.
     kernelbench: tuple[str, ...] = ()
+    # The devices each search evaluates on; eager, torch.compile and the best kernel are timed
+    # on the first.
+    gpus: tuple[int, ...] = (0,)
 
     def tag(self, problem: str) -> str:
         """A problem's name in session folders and search keys: tf32 benches apart from strict."""
@@ -48,7 +51,7 @@ class BenchPlan:
     def settings(self, spec: str) -> SessionSettings:
         """The settings of a ladder search of problem `spec`."""
         return SessionSettings(spec, self.backend, self.seed, self.limits,
-                               precision_policy=self.precision_policy)  # fmt: skip
+                               precision_policy=self.precision_policy, gpus=self.gpus)  # fmt: skip
 
 
 def _summary(search: SearchOutcome) -> dict:
@@ -150,7 +153,7 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
     keeps what it finished."""
     skipped: dict[str, str] = {}
     problems = load_problems(plan, skipped)
-    device = measure_ceilings(plan.backend)
+    device = measure_ceilings(plan.backend, plan.gpus[0])
     create_ladder_sessions(plan, problems, skipped)
     for spec, why in skipped.items():
         log(f"{spec}: skipped: {why}")
@@ -164,6 +167,7 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
     results["runs"].append({
         "command": plan.command, "limits": plan.limits, "seed": plan.seed,
         "precision_policy": plan.precision_policy, "device": device, "ceilings": ceilings,
+        "gpus": list(plan.gpus),
         "problems": [p.name for p in problems.values()],
     })  # fmt: skip
     for spec, problem in problems.items():
@@ -188,7 +192,8 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
             "size(s)")  # fmt: skip
         sources = timing_sources(ladder, flat)
-        times = time_contenders(problem, labels, sources, plan.backend, plan.seed)
+        times = time_contenders(problem, labels, sources, plan.backend, plan.seed,
+                                gpu=plan.gpus[0])  # fmt: skip
         work = {label: size_work(problem, problem.size(label)) for label in labels}
         rows = problem_rows(problem, ladder, work, times, ceilings)
         results["rows"] += [{**row, "run": run} for row in rows]

@@ -7,6 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from engine.backends import GPUS_HELP
 from engine.cli import UsageError
 from engine.cli.sessions import add_precision, search_progress
 
@@ -47,6 +48,12 @@ def register(sub) -> None:
     p.add_argument("--out", default="bench", help="results folder (default ./bench)")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu", "sim"))
     p.add_argument(
+        "--gpus",
+        default="1",
+        help=f"each search's {GPUS_HELP}; eager, torch.compile and the best kernel are timed on "
+        "the first",
+    )
+    p.add_argument(
         "--ablation",
         nargs="+",
         default=[],
@@ -61,7 +68,8 @@ def register(sub) -> None:
 def command_line(args) -> str:
     """The invocation that reproduces this bench, for the report."""
     words = ["kernelbrain", "bench", *args.problems, "--budget-per-problem",
-             args.budget_per_problem, "--backend", args.backend, "--seed", str(args.seed),
+             args.budget_per_problem, "--backend", args.backend, "--gpus", args.gpus,
+             "--seed", str(args.seed),
              "--precision", args.precision, "--out", args.out]  # fmt: skip
     for level in args.level:
         words += ["--level", str(level)]
@@ -71,7 +79,7 @@ def command_line(args) -> str:
 
 
 def run(args) -> int:
-    from engine.backends import resolve_backend
+    from engine.backends import resolve_backend, resolve_gpus
     from engine.bench import BenchError
     from engine.bench.kernelbench import expand_folder
     from engine.bench.runner import BenchPlan, run_bench
@@ -83,7 +91,8 @@ def run(args) -> int:
     try:
         limits = parse_budget([args.budget_per_problem])
         backend = resolve_backend(args.backend)
-    except (BudgetError, RuntimeError) as exc:
+        gpus = resolve_gpus(args.gpus, backend)
+    except (BudgetError, RuntimeError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     problems, kernelbench = [], []
     for spec in args.problems or builtin_names():
@@ -105,6 +114,7 @@ def run(args) -> int:
         command=command_line(args),
         precision_policy=args.precision,
         kernelbench=tuple(kernelbench),
+        gpus=gpus,
     )
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.backends import GPUS_HELP
+from engine.backends.ray_fleet import RAY_HELP
 from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
 from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import PRECISION_POLICIES
@@ -64,6 +65,7 @@ def register(sub) -> None:
     p.add_argument("--target-speedup", type=float, help="stop once a confirmed kernel reaches it")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu", "sim"))
     p.add_argument("--gpus", default="1", help=GPUS_HELP)
+    p.add_argument("--ray", metavar="local|ADDRESS", help=RAY_HELP)
     p.add_argument("--generator", default="offline", choices=("offline", "llm"))
     p.add_argument("--model", help="litellm model string, with --generator llm")
     p.add_argument("--api-base", help="OpenAI-compatible server URL, with --generator llm")
@@ -153,6 +155,7 @@ def cmd_run(args) -> int:
                 precision_policy=args.precision,
                 allowed_torch_ops=args.allow_torch_ops,
                 gpus=args.gpus,
+                ray=args.ray,
             )
             create_session(paths, wanted)
     except (ProblemError, GeneratorError, StoreError, RuntimeError, ValueError) as exc:

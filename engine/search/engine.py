@@ -7,6 +7,7 @@ run killed at any moment and resumed continues exactly as if it had never stoppe
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -317,6 +318,11 @@ class Engine:
             return f"target speedup {target}x reached"
         return None
 
+    def evaluations_unplanned(self) -> float:
+        """Evaluations the budget allows beyond those recorded and those in flight."""
+        limit = self.limits.get("evaluations", math.inf)
+        return limit - self.ledger.evaluations - len(self.search.inflight)
+
     # -- evaluation --------------------------------------------------------------------------------
 
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult,
@@ -456,6 +462,8 @@ class Engine:
                 break
             if device in busy:
                 continue
+            if self.evaluations_unplanned() <= 0:
+                break  # the evaluations in flight spend what is left: none overshoots
             job = self.next_job(write)
             if job is None:
                 reason = None if self.search.inflight else "search space exhausted"
@@ -505,6 +513,8 @@ class Engine:
         done = self.devices.next_done()
         self._submitted.discard(done.slot.key)
         write = StepWrite()
+        for note in done.notes:
+            self.event(write, "rerun", note, done.slot.cid)
         stored = done.slot.to_list()
         if stored in self.search.inflight:  # else vetoed while it ran: nothing to record
             self.search.inflight.remove(stored)

@@ -24,6 +24,7 @@ class SessionSettings:
     ladder: tuple[RungSpec, ...] = ()  # (when creating: empty for the default ladder)
     gpus: tuple[int, ...] = (0,)  # the devices evaluations run on, one backend each
     # (when creating: --gpus as given, resolved by engine.backends.resolve_gpus)
+    ray: str | None = None  # evaluate in Ray actors: "local" or a cluster's address
     problem_path: str = ""  # the file the problem is loaded from at every resume
     session: str = ""  # the session's name when it was created
     created_at: float = 0.0

@@ -1,116 +1,40 @@
-"""Grouped and depthwise 2D convolution (NCHW, any kernel, stride, padding, dilation) with a fused
-elementwise epilogue: direct tiles, implicit GEMM per group, and a depthwise stencil."""
+"""Grouped and depthwise convolution, 1D, 2D or 3D, plain or transposed (any kernel, stride,
+padding, dilation, output padding), alone or chained (depthwise then pointwise), with a fused
+elementwise epilogue: direct tiles, implicit GEMM per group, and a depthwise stencil. Every
+kernel sees three spatial dims (D, H, W); 1D and 2D tensors are views with leading dims of one.
+A transposed convolution is computed as a gather: output o reads input i through tap k when
+i * stride - padding + k * dilation = o."""
 
 from __future__ import annotations
 
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.elementwise import epilogue_expression, is_tensor
+from hints.conv_geometry import match_chain, render_geometry
 
-CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
-CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
-FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
 # tl.dot needs every tile side >= 16: below that a group's channels cannot feed tensor cores.
 MIN_DOT_CHANNELS = 16
-
-
-def pair(value) -> tuple[int, int] | None:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (value, value)
-    if isinstance(value, (tuple, list)) and len(value) in (1, 2):
-        if all(isinstance(v, int) for v in value):
-            return (value[0], value[-1])
-    return None
-
-
-def resolve_padding(padding, kernel: tuple[int, int], dilation: tuple[int, int]):
-    """Explicit per-side padding; 'same' only where it is symmetric."""
-    if padding == "valid":
-        return (0, 0)
-    if padding == "same":
-        totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
-        return None if any(t % 2 for t in totals) else (totals[0] // 2, totals[1] // 2)
-    return pair(padding)
-
-
-def conv_geometry(call) -> dict | None:
-    """Stride, padding, dilation and the per-group channel counts of a traced conv2d."""
-    values = {**CONV_DEFAULTS, **dict(zip(CONV_ARGS, call.args, strict=False)), **call.kwargs}
-    x, w = values["input"], values["weight"]
-    if not (is_tensor(x) and is_tensor(w)) or len(x[1]) != 4 or len(w[1]) != 4:
-        return None
-    if x[2] not in FLOAT_DTYPES or w[2] != x[2]:
-        return None
-    (n, c, h, wd), (co, cin_g, kh, kw) = x[1], w[1]
-    stride, dilation = pair(values["stride"]), pair(values["dilation"])
-    if stride is None or dilation is None or c % cin_g or co % (c // cin_g):
-        return None
-    padding = resolve_padding(values["padding"], (kh, kw), dilation)
-    if padding is None or (values["padding"] == "same" and stride != (1, 1)):
-        return None
-    groups = c // cin_g
-    return {
-        "stride": stride,
-        "padding": padding,
-        "dilation": dilation,
-        "has_bias": is_tensor(values["bias"]),
-        "size": [n, c, h, wd, co, cin_g, co // groups, kh, kw],
-    }
+CIN_G, COUT_G = 8, 9  # columns of a size row in the facts
 
 
 def match(problem) -> Match | None:
-    """A conv2d as the first traced call, the rest an elementwise chain on its result."""
-    sizes, layouts, epilogues = [], set(), set()
-    for size in problem.sizes:
-        calls = problem.calls.get(size.label, [])
-        if not calls or calls[0].op != "conv2d":
-            return None
-        geometry = conv_geometry(calls[0])
-        if geometry is None:
-            return None
-        layouts.add((geometry["stride"], geometry["padding"], geometry["dilation"]))
-        epilogues.add(epilogue_expression(calls[1:], var="acc") if calls[1:] else "acc")
-        sizes.append([size.tier, *geometry["size"]])
-    # One rendered candidate serves every size: its stride, padding and dilation are constants.
-    if len(layouts) != 1 or len(epilogues) != 1 or None in epilogues:
-        return None
-    binding = bind(problem)
-    if binding is None or not binding.operands:
-        return None
-    operands = binding.operands[0]
-    x, w = operands[0], operands[1] if len(operands) > 1 else None
-    bias = operands[2] if geometry["has_bias"] and len(operands) > 2 else "None"
-    if None in (x, w, bias):
-        return None
-    (stride_h, stride_w), (pad_h, pad_w), (dil_h, dil_w) = layouts.pop()
-    return Match(
-        "conv",
-        {
-            "epilogue": epilogues.pop(),
-            "stride_h": stride_h,
-            "stride_w": stride_w,
-            "pad_h": pad_h,
-            "pad_w": pad_w,
-            "dil_h": dil_h,
-            "dil_w": dil_w,
-            # [tier, N, C, H, W, C_out, C_in per group, C_out per group, KH, KW] per size
-            "sizes": sizes,
-            "init_source": binding.init_source,
-            "forward_params": binding.forward_params,
-            "forward_body": f"grouped_conv({x}, {w}, {bias})",
-        },
-    )
+    facts = match_chain(problem)
+    return None if facts is None else Match("conv", facts)
 
 
 def has_depthwise_size(match: Match) -> bool:
-    return any(size[6] == 1 for size in match.facts["sizes"])
+    return any(size[CIN_G] == 1 for size in match.facts["sizes"])
 
 
 def has_wide_groups(match: Match) -> bool:
     return any(
-        size[6] >= MIN_DOT_CHANNELS and size[7] >= MIN_DOT_CHANNELS for size in match.facts["sizes"]
+        size[CIN_G] >= MIN_DOT_CHANNELS and size[COUT_G] >= MIN_DOT_CHANNELS
+        for size in match.facts["sizes"]
     )
+
+
+def substitutions(match: Match) -> dict:
+    return {"geometry": render_geometry(match.facts["geometry"]),
+            "MIN_DOT_CHANNELS": MIN_DOT_CHANNELS}  # fmt: skip
 
 
 HEADER = '''import torch
@@ -118,82 +42,130 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-STRIDE_H, STRIDE_W = $stride_h, $stride_w
-PAD_H, PAD_W = $pad_h, $pad_w
-DIL_H, DIL_W = $dil_h, $dil_w
+# Per convolution of forward, in order; tuples are (D, H, W).
+GEOMETRY = $geometry
+
+
+def as_3d(t):
+    """A view with three spatial dims: 1D and 2D tensors get leading dims of one."""
+    return t.reshape(*t.shape[:2], *(1,) * (5 - t.dim()), *t.shape[2:])
+
+
+def conv_args(x, w, index):
+    """The 5D output shape, and the arguments every kernel takes, of convolution `index` on 5D
+    x and w: sizes, groups, weight strides per output and per input channel, geometry."""
+    g = GEOMETRY[index]
+    (N, C, *spatial), (KD, KH, KW) = x.shape, w.shape[2:]
+    taps = KD * KH * KW
+    if g["transposed"]:
+        G, COUT_G = g["groups"], w.shape[1]
+        CIN_G, W_CO, W_CI = C // G, taps, COUT_G * taps
+        out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, s, p, d, k, op in zip(
+            spatial, g["stride"], g["padding"], g["dilation"], (KD, KH, KW), g["output_padding"])]
+    else:
+        CIN_G = w.shape[1]
+        G, W_CO, W_CI = C // CIN_G, CIN_G * taps, taps
+        COUT_G = w.shape[0] // G
+        out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, s, p, d, k in zip(
+            spatial, g["stride"], g["padding"], g["dilation"], (KD, KH, KW))]
+    args = dict(C=C, D=spatial[0], H=spatial[1], W=spatial[2], CO=G * COUT_G, OD=out[0],
+                OH=out[1], OW=out[2], CIN_G=CIN_G, COUT_G=COUT_G, G=G, W_CO=W_CO, W_CI=W_CI,
+                KD=KD, KH=KH, KW=KW, TRANSPOSED=g["transposed"])
+    for name, values in (("STRIDE", g["stride"]), ("PAD", g["padding"]), ("DIL", g["dilation"])):
+        args.update({f"{name}_{dim}": v for dim, v in zip("DHW", values)})
+    return (N, G * COUT_G, *out), args
+
+
+def conv(x, w, bias, index):
+    """Convolution `index` of GEOMETRY (the last one with the fused epilogue), any rank."""
+    x5, w5 = as_3d(x.contiguous()), as_3d(w.contiguous())
+    shape, args = conv_args(x5, w5, index)
+    out = torch.empty(shape, device=x.device, dtype=x.dtype)
+    has_bias = bias is not None
+    launch(x5, w5, bias if has_bias else out, out, shape[0], args,
+           HAS_BIAS=has_bias, EPILOGUE=index == len(GEOMETRY) - 1)
+    return out.reshape(*shape[:2], *shape[7 - x.dim():])
 
 
 @triton.jit
-def output_tile(OH, OW, COUT_G, G, STRIDE_H: tl.constexpr, STRIDE_W: tl.constexpr,
-                PAD_H: tl.constexpr, PAD_W: tl.constexpr, BLOCK_HW: tl.constexpr,
-                BLOCK_CO: tl.constexpr):
-    """This program's (sample, group), its output positions with the input corner of each, and
-    its output channels: program 0 walks (sample, group, position block), program 1 channels."""
-    hw_blocks = tl.cdiv(OH * OW, BLOCK_HW)
+def tap_input(o, k, SIZE, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr,
+              TRANSPOSED: tl.constexpr):
+    """The input index that output index o reads through tap k along one dim, and whether it
+    exists: o * STRIDE - PAD + k * DIL, or for a transposed convolution the i with
+    i * STRIDE - PAD + k * DIL = o, where STRIDE divides."""
+    if TRANSPOSED:
+        t = o + PAD - k * DIL
+        i = t // STRIDE
+        ok = (t >= 0) & (t % STRIDE == 0) & (i < SIZE)
+    else:
+        i = o * STRIDE - PAD + k * DIL
+        ok = (i >= 0) & (i < SIZE)
+    return i, ok
+
+
+@triton.jit
+def output_tile(OD, OH, OW, COUT_G, G, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr):
+    """This program's (sample, group), its output positions (flat over D, H, W, and each as
+    od, oh, ow) and its output channels within the group: program 0 walks (sample, group,
+    position block), program 1 channel blocks."""
+    positions = OD * OH * OW
+    p_blocks = tl.cdiv(positions, BLOCK_P)
     pid = tl.program_id(0)
-    ng = pid // hw_blocks
-    offs_hw = (pid % hw_blocks) * BLOCK_HW + tl.arange(0, BLOCK_HW)
-    ih0 = (offs_hw // OW) * STRIDE_H - PAD_H
-    iw0 = (offs_hw % OW) * STRIDE_W - PAD_W
-    offs_co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
-    g = ng % G
-    return ng // G, g, offs_hw, offs_hw < OH * OW, ih0, iw0, g * COUT_G + offs_co, offs_co < COUT_G
+    ng = pid // p_blocks
+    offs_p = (pid % p_blocks) * BLOCK_P + tl.arange(0, BLOCK_P)
+    co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
+    od, oh, ow = offs_p // (OH * OW), (offs_p // OW) % OH, offs_p % OW
+    return ng // G, ng % G, offs_p, offs_p < positions, od, oh, ow, co, co < COUT_G
 
 
 @triton.jit
-def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, CIN_G, COUT_G, G,
-                       KH: tl.constexpr, KW: tl.constexpr, STRIDE_H: tl.constexpr,
-                       STRIDE_W: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-                       DIL_H: tl.constexpr, DIL_W: tl.constexpr, HAS_BIAS: tl.constexpr,
-                       BLOCK_CO: tl.constexpr, BLOCK_HW: tl.constexpr):
-    """A [BLOCK_CO x BLOCK_HW] tile of one (sample, group): each input value loaded feeds
-    BLOCK_CO output channels; fp32 accumulation over (input channel, kh, kw)."""
-    n, g, offs_hw, hw_ok, ih0, iw0, co, co_ok = output_tile(
-        OH, OW, COUT_G, G, STRIDE_H, STRIDE_W, PAD_H, PAD_W, BLOCK_HW, BLOCK_CO
+def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW, CIN_G,
+                       COUT_G, G, W_CO, W_CI, KD: tl.constexpr, KH: tl.constexpr,
+                       KW: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr,
+                       STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
+                       PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
+                       DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       EPILOGUE: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_P: tl.constexpr):
+    """A [BLOCK_CO x BLOCK_P] tile of one (sample, group): each input value loaded feeds
+    BLOCK_CO output channels; fp32 accumulation over (input channel, kd, kh, kw)."""
+    n, g, offs_p, p_ok, od, oh, ow, co, co_ok = output_tile(
+        OD, OH, OW, COUT_G, G, BLOCK_P, BLOCK_CO
     )
-    x_chan = x_ptr + (n * C + g * CIN_G).to(tl.int64) * H * W
-    w_chan = w_ptr + co * (CIN_G * KH * KW)
-    acc = tl.zeros((BLOCK_CO, BLOCK_HW), dtype=tl.float32)
+    x_chan = x_ptr + (n * C + g * CIN_G).to(tl.int64) * D * H * W
+    w_chan = w_ptr + g * (CIN_G * COUT_G * KD * KH * KW) + co * W_CO
+    acc = tl.zeros((BLOCK_CO, BLOCK_P), dtype=tl.float32)
     for ci in range(CIN_G):
-        for kh in tl.static_range(KH):
-            ih = ih0 + kh * DIL_H
-            row_ok = hw_ok & (ih >= 0) & (ih < H)
-            for kw in tl.static_range(KW):
-                iw = iw0 + kw * DIL_W
-                ok = row_ok & (iw >= 0) & (iw < W)
-                xv = tl.load(x_chan + ih * W + iw, mask=ok, other=0.0).to(tl.float32)
-                wv = tl.load(w_chan + (kh * KW + kw), mask=co_ok, other=0.0).to(tl.float32)
-                acc += wv[:, None] * xv[None, :]
-        x_chan += H * W
-        w_chan += KH * KW
+        # One channel's taps summed apart, then added: two short fp32 sums round less than one
+        # long one, as PyTorch's blocked sums do.
+        part = tl.zeros((BLOCK_CO, BLOCK_P), dtype=tl.float32)
+        for kd in tl.static_range(KD):
+            idd, d_ok = tap_input(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
+            for kh in tl.static_range(KH):
+                ih, h_ok = tap_input(oh, kh, H, STRIDE_H, PAD_H, DIL_H, TRANSPOSED)
+                row_ok = p_ok & d_ok & h_ok
+                for kw in tl.static_range(KW):
+                    iw, w_ok = tap_input(ow, kw, W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
+                    xv = tl.load(x_chan + (idd * H + ih) * W + iw, mask=row_ok & w_ok, other=0.0)
+                    wv = tl.load(w_chan + ((kd * KH + kh) * KW + kw), mask=co_ok, other=0.0)
+                    part += wv.to(tl.float32)[:, None] * xv.to(tl.float32)[None, :]
+        acc += part
+        x_chan += D * H * W
+        w_chan += W_CI
+    co += g * COUT_G
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[:, None]
-    acc = $epilogue
-    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[:, None] * (OH * OW) + offs_hw[None, :]
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=co_ok[:, None] & hw_ok[None, :])
+    if EPILOGUE:
+        acc = $epilogue
+    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[:, None] * (OD * OH * OW) + offs_p[None, :]
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=co_ok[:, None] & p_ok[None, :])
 
 
-def layout(x, w):
-    """Group count and output size, from the shapes at run time."""
-    N, C, H, W = x.shape
-    CO, CIN_G, KH, KW = w.shape
-    OH = (H + 2 * PAD_H - DIL_H * (KH - 1) - 1) // STRIDE_H + 1
-    OW = (W + 2 * PAD_W - DIL_W * (KW - 1) - 1) // STRIDE_W + 1
-    return C // CIN_G, OH, OW
-
-
-def launch_direct(x, w, bias, out, G):
-    N, C, H, W = x.shape
-    CO, CIN_G, KH, KW = w.shape
-    OH, OW = out.shape[2:]
-    block_co = min(triton.next_power_of_2(CO // G), $BLOCK_CO)
-    grid = (N * G * triton.cdiv(OH * OW, $BLOCK_HW), triton.cdiv(CO // G, block_co))
-    conv_direct_kernel[grid](
-        x, w, bias if bias is not None else out, out, C, H, W, CO, OH, OW, CIN_G, CO // G, G,
-        KH=KH, KW=KW, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W, PAD_H=PAD_H, PAD_W=PAD_W,
-        DIL_H=DIL_H, DIL_W=DIL_W, HAS_BIAS=bias is not None, BLOCK_CO=block_co,
-        BLOCK_HW=$BLOCK_HW, num_warps=$num_warps,
-    )
+def launch_direct(x, w, bias, out, N, args, **flags):
+    cout_g, positions = args["COUT_G"], args["OD"] * args["OH"] * args["OW"]
+    block_co = min(triton.next_power_of_2(cout_g), $BLOCK_CO)
+    grid = (N * args["G"] * triton.cdiv(positions, $BLOCK_P), triton.cdiv(cout_g, block_co))
+    conv_direct_kernel[grid](x, w, bias, out, **args, **flags, BLOCK_CO=block_co,
+                             BLOCK_P=$BLOCK_P, num_warps=$num_warps)
 
 '''
 
@@ -205,74 +177,63 @@ $init_source
         return $forward_body
 """
 
-DIRECT_TEMPLATE = (
-    HEADER
-    + """
-def grouped_conv(x, w, bias):
-    x, w = x.contiguous(), w.contiguous()
-    G, OH, OW = layout(x, w)
-    out = torch.empty((x.shape[0], w.shape[0], OH, OW), device=x.device, dtype=x.dtype)
-    launch_direct(x, w, bias, out, G)
-    return out
-"""
-    + MODEL
-)
+DIRECT_TEMPLATE = HEADER + "\nlaunch = launch_direct\n" + MODEL
 
 DEPTHWISE_TEMPLATE = (
     HEADER
     + '''
 @triton.jit
-def conv_depthwise_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, COUT_G,
-                          KH: tl.constexpr, KW: tl.constexpr, STRIDE_H: tl.constexpr,
-                          STRIDE_W: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-                          DIL_H: tl.constexpr, DIL_W: tl.constexpr, HAS_BIAS: tl.constexpr,
-                          BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
-    """One input channel per group: a KH x KW stencil over a [BLOCK_H x BLOCK_W] tile of one
-    output plane, rows contiguous along W (coalesced), taps unrolled, weights as scalars."""
+def conv_depthwise_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW, CIN_G,
+                          COUT_G, G, W_CO, W_CI, KD: tl.constexpr, KH: tl.constexpr,
+                          KW: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr,
+                          STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
+                          PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
+                          DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, BLOCK_H: tl.constexpr,
+                          BLOCK_W: tl.constexpr):
+    """One input channel per group: a KD x KH x KW stencil over a [BLOCK_H x BLOCK_W] tile of
+    one output volume (rows flat over D and H), rows contiguous along W (coalesced), taps
+    unrolled, weights as scalars (at co * taps in plain and transposed layouts alike)."""
     tiles_w = tl.cdiv(OW, BLOCK_W)
-    tiles = tl.cdiv(OH, BLOCK_H) * tiles_w
+    tiles = tl.cdiv(OD * OH, BLOCK_H) * tiles_w
     pid = tl.program_id(0)
     plane = pid // tiles
     tile = pid % tiles
     n = plane // CO
     co = plane % CO
-    oh = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)
+    rows = (tile // tiles_w) * BLOCK_H + tl.arange(0, BLOCK_H)
+    od, oh = rows // OH, rows % OH
     ow = (tile % tiles_w) * BLOCK_W + tl.arange(0, BLOCK_W)
-    x_plane = x_ptr + (n * C + co // COUT_G).to(tl.int64) * H * W
+    x_plane = x_ptr + (n * C + co // COUT_G).to(tl.int64) * D * H * W
     acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)
-    for kh in tl.static_range(KH):
-        ih = oh * STRIDE_H - PAD_H + kh * DIL_H
-        ih_ok = (ih >= 0) & (ih < H)
-        for kw in tl.static_range(KW):
-            iw = ow * STRIDE_W - PAD_W + kw * DIL_W
-            ok = ih_ok[:, None] & ((iw >= 0) & (iw < W))[None, :]
-            xv = tl.load(x_plane + ih[:, None] * W + iw[None, :], mask=ok, other=0.0)
-            acc += xv.to(tl.float32) * tl.load(w_ptr + co * (KH * KW) + kh * KW + kw).to(tl.float32)
+    for kd in tl.static_range(KD):
+        idd, d_ok = tap_input(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
+        for kh in tl.static_range(KH):
+            ih, h_ok = tap_input(oh, kh, H, STRIDE_H, PAD_H, DIL_H, TRANSPOSED)
+            row = (idd * H + ih) * W
+            for kw in tl.static_range(KW):
+                iw, w_ok = tap_input(ow, kw, W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
+                ok = (d_ok & h_ok)[:, None] & w_ok[None, :]
+                xv = tl.load(x_plane + row[:, None] + iw[None, :], mask=ok, other=0.0)
+                wv = tl.load(w_ptr + co * (KD * KH * KW) + (kd * KH + kh) * KW + kw)
+                acc += xv.to(tl.float32) * wv.to(tl.float32)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co).to(tl.float32)
-    acc = $epilogue
-    out_ptrs = out_ptr + plane.to(tl.int64) * OH * OW + oh[:, None] * OW + ow[None, :]
+    if EPILOGUE:
+        acc = $epilogue
+    out_ptrs = out_ptr + plane.to(tl.int64) * OD * OH * OW + rows[:, None] * OW + ow[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty),
-             mask=(oh < OH)[:, None] & (ow < OW)[None, :])
+             mask=(rows < OD * OH)[:, None] & (ow < OW)[None, :])
 
 
-def grouped_conv(x, w, bias):
-    x, w = x.contiguous(), w.contiguous()
-    G, OH, OW = layout(x, w)
-    N, C, H, W = x.shape
-    CO, CIN_G, KH, KW = w.shape
-    out = torch.empty((N, CO, OH, OW), device=x.device, dtype=x.dtype)
-    if CIN_G != 1:
-        launch_direct(x, w, bias, out, G)
-        return out
-    grid = (N * CO * triton.cdiv(OH, $BLOCK_H) * triton.cdiv(OW, $BLOCK_W),)
-    conv_depthwise_kernel[grid](
-        x, w, bias if bias is not None else out, out, C, H, W, CO, OH, OW, CO // G,
-        KH=KH, KW=KW, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W, PAD_H=PAD_H, PAD_W=PAD_W,
-        DIL_H=DIL_H, DIL_W=DIL_W, HAS_BIAS=bias is not None, BLOCK_H=$BLOCK_H,
-        BLOCK_W=$BLOCK_W, num_warps=$dw_num_warps,
-    )
-    return out
+def launch(x, w, bias, out, N, args, **flags):
+    if args["CIN_G"] != 1:
+        launch_direct(x, w, bias, out, N, args, **flags)
+        return
+    rows = triton.cdiv(args["OD"] * args["OH"], $BLOCK_H)
+    grid = (N * args["CO"] * rows * triton.cdiv(args["OW"], $BLOCK_W),)
+    conv_depthwise_kernel[grid](x, w, bias, out, **args, **flags, BLOCK_H=$BLOCK_H,
+                                BLOCK_W=$BLOCK_W, num_warps=$dw_num_warps)
 '''
     + MODEL
 )
@@ -281,71 +242,74 @@ IMPLICIT_GEMM_TEMPLATE = (
     HEADER
     + '''
 @triton.jit
-def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, H, W, CO, OH, OW, CIN_G, COUT_G, G,
-                     KH: tl.constexpr, KW: tl.constexpr, STRIDE_H: tl.constexpr,
-                     STRIDE_W: tl.constexpr, PAD_H: tl.constexpr, PAD_W: tl.constexpr,
-                     DIL_H: tl.constexpr, DIL_W: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     BLOCK_HW: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Per (sample, group): out[hw, co] = sum_k patches[hw, k] * w[co, k], with
-    k = (input channel, kh, kw) gathered on the fly (no im2col buffer)."""
-    n, g, offs_hw, hw_ok, ih0, iw0, co, co_ok = output_tile(
-        OH, OW, COUT_G, G, STRIDE_H, STRIDE_W, PAD_H, PAD_W, BLOCK_HW, BLOCK_CO
+def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW, CIN_G,
+                     COUT_G, G, W_CO, W_CI, KD: tl.constexpr, KH: tl.constexpr,
+                     KW: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr,
+                     STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
+                     PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
+                     DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     EPILOGUE: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
+                     BLOCK_K: tl.constexpr):
+    """Per (sample, group): out[p, co] = sum_k patches[p, k] * w[k, co], with
+    k = (input channel, kd, kh, kw) gathered on the fly (no im2col buffer)."""
+    n, g, offs_p, p_ok, od, oh, ow, co, co_ok = output_tile(
+        OD, OH, OW, COUT_G, G, BLOCK_P, BLOCK_CO
     )
-    x_group = x_ptr + (n * C + g * CIN_G).to(tl.int64) * H * W
-    k_total = CIN_G * KH * KW
-    acc = tl.zeros((BLOCK_HW, BLOCK_CO), dtype=tl.float32)
+    x_group = x_ptr + (n * C + g * CIN_G).to(tl.int64) * D * H * W
+    w_group = w_ptr + g * (CIN_G * COUT_G * KD * KH * KW)
+    k_total = CIN_G * KD * KH * KW
+    acc = tl.zeros((BLOCK_P, BLOCK_CO), dtype=tl.float32)
     for k0 in range(0, k_total, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         k_ok = offs_k < k_total
-        ci = offs_k // (KH * KW)
-        tap = offs_k % (KH * KW)
-        ih = ih0[:, None] + ((tap // KW) * DIL_H)[None, :]
-        iw = iw0[:, None] + ((tap % KW) * DIL_W)[None, :]
-        ok = (hw_ok[:, None] & k_ok[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
-        a = tl.load(x_group + ci[None, :] * (H * W) + ih * W + iw, mask=ok, other=0.0)
-        b = tl.load(w_ptr + co[None, :] * k_total + offs_k[:, None],
+        ci = offs_k // (KD * KH * KW)
+        tap = offs_k % (KD * KH * KW)
+        idd, d_ok = tap_input(od[:, None], (tap // (KH * KW))[None, :], D, STRIDE_D, PAD_D,
+                              DIL_D, TRANSPOSED)
+        ih, h_ok = tap_input(oh[:, None], ((tap // KW) % KH)[None, :], H, STRIDE_H, PAD_H,
+                             DIL_H, TRANSPOSED)
+        iw, w_ok = tap_input(ow[:, None], (tap % KW)[None, :], W, STRIDE_W, PAD_W, DIL_W,
+                             TRANSPOSED)
+        ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
+        a = tl.load(x_group + ci[None, :] * (D * H * W) + (idd * H + ih) * W + iw, mask=ok,
+                    other=0.0)
+        b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
                     mask=k_ok[:, None] & co_ok[None, :], other=0.0)
         acc = tl.dot(a, b, acc, input_precision="$precision")
+    co += g * COUT_G
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
-    acc = $epilogue
-    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[None, :] * (OH * OW) + offs_hw[:, None]
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=hw_ok[:, None] & co_ok[None, :])
+    if EPILOGUE:
+        acc = $epilogue
+    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[None, :] * (OD * OH * OW) + offs_p[:, None]
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=p_ok[:, None] & co_ok[None, :])
 
 
-def grouped_conv(x, w, bias):
-    x, w = x.contiguous(), w.contiguous()
-    G, OH, OW = layout(x, w)
-    N, C, H, W = x.shape
-    CO, CIN_G, KH, KW = w.shape
-    out = torch.empty((N, CO, OH, OW), device=x.device, dtype=x.dtype)
-    if min(CIN_G, CO // G) < $MIN_DOT_CHANNELS:
-        launch_direct(x, w, bias, out, G)
-        return out
-    block_co = max(16, min(triton.next_power_of_2(CO // G), $GEMM_BLOCK_CO))
-    grid = (N * G * triton.cdiv(OH * OW, $GEMM_BLOCK_HW), triton.cdiv(CO // G, block_co))
-    conv_gemm_kernel[grid](
-        x, w, bias if bias is not None else out, out, C, H, W, CO, OH, OW, CIN_G, CO // G, G,
-        KH=KH, KW=KW, STRIDE_H=STRIDE_H, STRIDE_W=STRIDE_W, PAD_H=PAD_H, PAD_W=PAD_W,
-        DIL_H=DIL_H, DIL_W=DIL_W, HAS_BIAS=bias is not None, BLOCK_HW=$GEMM_BLOCK_HW,
-        BLOCK_CO=block_co, BLOCK_K=$BLOCK_K, num_warps=$gemm_num_warps,
-        num_stages=$num_stages,
-    )
-    return out
+def launch(x, w, bias, out, N, args, **flags):
+    cout_g = args["COUT_G"]
+    if min(args["CIN_G"], cout_g) < $MIN_DOT_CHANNELS:
+        launch_direct(x, w, bias, out, N, args, **flags)
+        return
+    block_co = max(16, min(triton.next_power_of_2(cout_g), $GEMM_BLOCK_CO))
+    positions = args["OD"] * args["OH"] * args["OW"]
+    grid = (N * args["G"] * triton.cdiv(positions, $GEMM_BLOCK_P), triton.cdiv(cout_g, block_co))
+    conv_gemm_kernel[grid](x, w, bias, out, **args, **flags, BLOCK_P=$GEMM_BLOCK_P,
+                           BLOCK_CO=block_co, BLOCK_K=$BLOCK_K, num_warps=$gemm_num_warps,
+                           num_stages=$num_stages)
 '''
     + MODEL
 )
 
 DIRECT_PARAMS = (
-    Param("BLOCK_HW", (64, 128, 256, 512, 1024), 256, tile=True),
+    Param("BLOCK_P", (64, 128, 256, 512, 1024), 256, tile=True),
     Param("BLOCK_CO", (4, 8, 16, 32, 64), 16, tile=True),
     Param("num_warps", (1, 2, 4, 8), 4),
 )
-
 FAMILY = Family(
     name="conv",
-    description="Grouped and depthwise 2D convolution (NCHW; any kernel size, stride, padding, "
-    "dilation) with a fused elementwise epilogue.",
+    description="Grouped and depthwise convolution, 1D, 2D or 3D, plain or transposed (any "
+    "kernel size, stride, padding, dilation, output padding), alone or depthwise then pointwise, "
+    "with a fused elementwise epilogue.",
     match=match,
     strategies=(
         Strategy(
@@ -354,15 +318,17 @@ FAMILY = Family(
             applies="any grouped convolution, especially few channels per group",
             addresses=("compute-bound", "cache-bound", "multi-pass", "few-waves"),
             explanation=(
-                "One program per (sample, group, block of output pixels) computes a "
-                "[BLOCK_CO x BLOCK_HW] tile: for each input channel of the group and each "
-                "(kh, kw) tap it loads one contiguous run of input pixels (zero-padded by masks) "
-                "and one weight per output channel, and does BLOCK_CO fp32 FMAs per pixel "
-                "loaded. Strict fp32; bias and epilogue fused before the single store. "
-                "BLOCK_CO is capped at the group's output channels at run time."
+                "One program per (sample, group, block of output positions) computes a "
+                "[BLOCK_CO x BLOCK_P] tile: for each input channel of the group and each "
+                "(kd, kh, kw) tap it loads one run of input values (zero-padded by masks; for a "
+                "transposed convolution, the positions the stride maps onto that output) and "
+                "one weight per output channel, and does BLOCK_CO fp32 FMAs per value loaded. "
+                "Strict fp32; bias and epilogue fused before the single store. BLOCK_CO is "
+                "capped at the group's output channels at run time."
             ),
             template=DIRECT_TEMPLATE,
             params=DIRECT_PARAMS,
+            substitutions=substitutions,
         ),
         Strategy(
             name="conv.depthwise_stencil",
@@ -372,10 +338,11 @@ FAMILY = Family(
             addresses=("memory-bound", "uncoalesced", "cache-bound", "few-waves"),
             explanation=(
                 "With one input channel per group there is no channel reduction: each program "
-                "applies the KH x KW stencil to a [BLOCK_H x BLOCK_W] tile of one output plane, "
-                "taps unrolled at compile time, weights loaded as scalars, input rows read "
-                "contiguously along W (the overlapping halo hits L1). The kernel is bound by "
-                "reading the input and writing the output once."
+                "applies the KD x KH x KW stencil to a [BLOCK_H x BLOCK_W] tile of one output "
+                "volume (rows flat over depth and height), taps unrolled at compile time, "
+                "weights loaded as scalars, input rows read contiguously along W (the "
+                "overlapping halo hits L1). The kernel is bound by reading the input and "
+                "writing the output once."
             ),
             template=DEPTHWISE_TEMPLATE,
             params=(
@@ -385,6 +352,7 @@ FAMILY = Family(
                 Param("dw_num_warps", (1, 2, 4, 8), 4),
             ),
             applies_to=has_depthwise_size,
+            substitutions=substitutions,
         ),
         Strategy(
             name="conv.implicit_gemm",
@@ -393,17 +361,18 @@ FAMILY = Family(
             "groups fall back to the direct tile kernel)",
             addresses=("compute-bound", "occupancy-registers", "stall-memory"),
             explanation=(
-                "Treat each group as a GEMM: M = output pixels, N = the group's output "
-                "channels, K = input channels x KH x KW. Patches are gathered from the NCHW "
-                "input on the fly (no im2col buffer) into [BLOCK_HW x BLOCK_K] tiles, multiplied "
-                "with tl.dot against the weight's [BLOCK_K x BLOCK_CO] slice. fp32 inputs "
+                "Treat each group as a GEMM: M = output positions, N = the group's output "
+                "channels, K = input channels x KD x KH x KW. Patches are gathered from the "
+                "input on the fly (no im2col buffer; masked where a transposed convolution's "
+                "stride skips) into [BLOCK_P x BLOCK_K] tiles, multiplied with tl.dot against "
+                "the weight's [BLOCK_K x BLOCK_CO] slice. fp32 inputs "
                 "choose input_precision: ieee (strict), tf32x3 (near-fp32 on tensor cores) or "
                 "tf32 (fastest, named in the result)."
             ),
             template=IMPLICIT_GEMM_TEMPLATE,
             params=(
                 *DIRECT_PARAMS,
-                Param("GEMM_BLOCK_HW", (32, 64, 128, 256), 128, tile=True),
+                Param("GEMM_BLOCK_P", (32, 64, 128, 256), 128, tile=True),
                 Param("GEMM_BLOCK_CO", (16, 32, 64, 128), 64, tile=True),
                 Param("BLOCK_K", (16, 32, 64), 32, tile=True),
                 Param("gemm_num_warps", (2, 4, 8), 4),
@@ -411,7 +380,7 @@ FAMILY = Family(
                 Param("precision", PRECISIONS, "ieee"),
             ),
             applies_to=has_wide_groups,
-            substitutions=lambda match: {"MIN_DOT_CHANNELS": MIN_DOT_CHANNELS},
+            substitutions=substitutions,
         ),
     ),
 )

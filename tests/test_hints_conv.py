@@ -19,9 +19,11 @@ def test_matches_only_the_groupconv_problem_among_builtins():
 
 def test_groupconv_facts_come_from_the_trace():
     match = FAMILY.match(problem("groupconv"))
-    assert (match.facts["pad_h"], match.facts["stride_w"], match.facts["dil_h"]) == (1, 1, 1)
-    assert match.facts["forward_body"] == "grouped_conv(x, self.conv.weight, None)"
-    assert ["full", 32, 128, 112, 112, 128, 1, 1, 3, 3] in match.facts["sizes"]
+    (geometry,) = match.facts["geometry"]
+    assert geometry["padding"] == (0, 1, 1) and geometry["stride"] == (1, 1, 1)
+    assert not geometry["transposed"]
+    assert match.facts["forward_body"] == "conv(x, self.conv.weight, None, 0)"
+    assert ["full", 0, 32, 128, 1, 112, 112, 128, 1, 1, 1, 3, 3] in match.facts["sizes"]
     assert "conv" in [family.name for family, _ in match_problem(problem("groupconv"))]
 
 
@@ -34,9 +36,9 @@ def test_strategies_that_apply_to_groupconv():
 
 POINTS = [
     ("conv.direct_tiled", {}),
-    ("conv.direct_tiled", {"BLOCK_HW": 64, "BLOCK_CO": 4, "num_warps": 2}),
+    ("conv.direct_tiled", {"BLOCK_P": 64, "BLOCK_CO": 4, "num_warps": 2}),
     ("conv.depthwise_stencil", {}),
-    ("conv.depthwise_stencil", {"BLOCK_H": 4, "BLOCK_W": 16, "BLOCK_HW": 64}),
+    ("conv.depthwise_stencil", {"BLOCK_H": 4, "BLOCK_W": 16, "BLOCK_P": 64}),
 ]
 
 
@@ -50,7 +52,7 @@ def test_strategy_points_are_correct_on_grouped_and_depthwise_sizes(name, params
 
 @pytest.mark.parametrize(
     "params",
-    [{}, {"GEMM_BLOCK_HW": 16 * 2, "GEMM_BLOCK_CO": 16, "BLOCK_K": 64}, {"precision": "tf32x3"}],
+    [{}, {"GEMM_BLOCK_P": 16 * 2, "GEMM_BLOCK_CO": 16, "BLOCK_K": 64}, {"precision": "tf32x3"}],
 )
 def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
     wide = problem("grouped_conv_wide_relu.py")
@@ -71,6 +73,7 @@ def test_unseen_convolutions_get_correct_candidates(spec, tmp_path):
 
 def test_depthwise_stride_two_facts():
     facts = FAMILY.match(problem("depthwise_conv5x5_stride2.py")).facts
-    assert (facts["stride_h"], facts["pad_w"]) == (2, 2)
-    assert facts["sizes"][0][6:] == [1, 1, 5, 5]
-    assert facts["forward_body"].endswith("self.conv2d.bias)")
+    (geometry,) = facts["geometry"]
+    assert geometry["stride"] == (1, 2, 2) and geometry["padding"] == (0, 2, 2)
+    assert facts["sizes"][0][8:] == [1, 1, 1, 5, 5]
+    assert facts["forward_body"].endswith("self.conv2d.bias, 0)")

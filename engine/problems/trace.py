@@ -24,7 +24,10 @@ LAYOUT_OPS = frozenset(
 EQUIVALENT_OPS = (
     frozenset("matmul mm bmm mv addmm addmv baddbmm linear einsum tensordot dot inner".split()),
     frozenset("softmax log_softmax softmin".split()),
-    frozenset("conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d".split()),
+    frozenset(
+        """conv1d conv2d conv3d convolution conv_transpose1d conv_transpose2d
+        conv_transpose3d""".split()
+    ),
     frozenset("scaled_dot_product_attention multi_head_attention_forward".split()),
     frozenset("relu threshold clamp_min hardtanh".split()),
     frozenset("rms_norm layer_norm group_norm batch_norm instance_norm norm".split()),

@@ -29,6 +29,30 @@ for f in \
     51_Argmax_over_a_dimension.py \
     52_Argmin_over_a_dimension.py \
     53_Min_reduction_over_a_dimension.py \
+    54_conv_standard_3D__square_input__square_kernel.py \
+    57_conv_transposed_2D__square_input__square_kernel.py \
+    58_conv_transposed_3D__asymmetric_input__asymmetric_kernel.py \
+    59_conv_standard_3D__asymmetric_input__square_kernel.py \
+    60_conv_standard_3D__square_input__asymmetric_kernel.py \
+    61_conv_transposed_3D__square_input__square_kernel.py \
+    64_conv_transposed_1D.py \
+    65_conv_transposed_2D__square_input__asymmetric_kernel.py \
+    66_conv_standard_3D__asymmetric_input__asymmetric_kernel.py \
+    67_conv_standard_1D.py \
+    68_conv_transposed_3D__square_input__asymmetric_kernel.py \
+    69_conv_transposed_2D__asymmetric_input__asymmetric_kernel.py \
+    70_conv_transposed_3D__asymmetric_input__square_kernel.py \
+    71_conv_transposed_2D__asymmetric_input__square_kernel.py \
+    72_conv_transposed_3D_asymmetric_input_asymmetric_kernel___strided_padded_grouped_.py \
+    73_conv_transposed_3D_asymmetric_input_square_kernel__strided_padded__grouped.py \
+    74_conv_transposed_1D_dilated.py \
+    75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____dilated__.py \
+    76_conv_standard_1D_dilated_strided__.py \
+    77_conv_transposed_3D_square_input_square_kernel___padded____dilated____strided__.py \
+    78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py \
+    79_conv_transposed_1D_asymmetric_input_square_kernel___padded____strided____dilated__.py \
+    81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__.py \
+    86_conv_depthwise_separable_2D.py \
     88_MinGPTNewGelu.py \
     89_cumsum.py \
     90_cumprod.py \

@@ -104,8 +104,10 @@ def launch_args(operands: list[Operand]) -> str:
     return ", ".join(f"a{k}, *l{k}" if o.broadcast else f"a{k}" for k, o in enumerate(operands))
 
 
-def loads(operands: list[Operand], idx: str, mask: str | None, indent: str = "    ") -> str:
-    """Statements loading x0, x1, ... at flat index `idx` (fp32, or int1 for booleans)."""
+def loads(
+    operands: list[Operand], idx: str, mask: str | None, indent: str = "    ", dtype="float32"
+) -> str:
+    """Statements loading x0, x1, ... at flat index `idx` (as `dtype`, or int1 for booleans)."""
     lines = []
     for k, o in enumerate(operands):
         at = f"a{k}_ptr + {idx}"
@@ -113,7 +115,7 @@ def loads(operands: list[Operand], idx: str, mask: str | None, indent: str = "  
             args = ", ".join([f"a{k}_d{i}" for i in (1, 2, 3)] + [f"a{k}_t{i}" for i in range(4)])
             at = f"a{k}_ptr + broadcast_offset({idx}, {args})"
         load = f"tl.load({at})" if mask is None else f"tl.load({at}, mask={mask}, other=0)"
-        value = f"{load} != 0" if o.boolean else f"{load}.to(tl.float32)"
+        value = f"{load} != 0" if o.boolean else f"{load}.to(tl.{dtype})"
         lines.append(f"{indent}x{k} = {value}")
     return "\n".join(lines)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, problem, strategy
+from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, cpu_gate, problem, strategy
 
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
@@ -134,6 +134,20 @@ def test_strategy_points_are_correct_over_several_chunks(
     (fam, match), = match_problem(target)  # fmt: skip
     source = strategy(fam, name).render(match, params)
     assert candidate_error(target, source, tmp_path, size) < STRICT
+
+
+@pytest.mark.parametrize(
+    "spec", ["94_MSELoss.py", "96_HuberLoss.py", "98_KLDivLoss.py", "100_HingeLoss.py"]
+)
+def test_losses_to_one_value_pass_the_gate_on_many_seeds(spec):
+    """One output value is judged against a single rounding of PyTorch's: fp32 math in another
+    order failed 8 to 20% of the seeds (seed 1 of 98 among them), fp64 math none of 100."""
+    target = problem(spec, LEVEL1)
+    (fam, match), = match_problem(target)  # fmt: skip
+    for s in fam.strategies:
+        if s.applies_to(match):
+            result = cpu_gate().check(target, s.render(match), seeds=list(range(16)))
+            assert result.passed, f"{s.name}: {result.message}"
 
 
 def test_batch_norm_in_training_mode_normalizes_by_the_batch_and_updates_running_statistics(

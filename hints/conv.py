@@ -76,15 +76,24 @@ def conv_args(x, w, index):
     return (N, G * COUT_G, *out), args
 
 
-def conv(x, w, bias, index):
-    """Convolution `index` of GEOMETRY (the last one with the fused epilogue), any rank."""
+def conv(x, w, bias, index, *operands):
+    """Convolution `index` of GEOMETRY (the last one with the fused epilogue, which reads
+    `operands`), any rank."""
     x5, w5 = as_3d(x.contiguous()), as_3d(w.contiguous())
     shape, args = conv_args(x5, w5, index)
     out = torch.empty(shape, device=x.device, dtype=x.dtype)
     has_bias = bias is not None
-    launch(x5, w5, bias if has_bias else out, out, shape[0], args,
-           HAS_BIAS=has_bias, EPILOGUE=index == len(GEOMETRY) - 1)
+    epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(operands)}
+    launch(x5, w5, bias if has_bias else out, out, shape[0], args, HAS_BIAS=has_bias,
+           EPILOGUE=index == len(GEOMETRY) - 1, **epilogue_ptrs)
     return out.reshape(*shape[:2], *shape[7 - x.dim():])
+
+
+@triton.jit
+def epilogue(acc, channel, channel_ok$epilogue_params):
+    """The reference's elementwise tail on an output tile; `channel`: each value's channel."""
+$epilogue_statements
+    return $epilogue
 
 
 @triton.jit
@@ -125,7 +134,8 @@ def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, 
                        STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
                        PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                        DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
-                       EPILOGUE: tl.constexpr, BLOCK_CO: tl.constexpr, BLOCK_P: tl.constexpr):
+                       EPILOGUE: tl.constexpr, BLOCK_CO: tl.constexpr,
+                       BLOCK_P: tl.constexpr$epilogue_params):
     """A [BLOCK_CO x BLOCK_P] tile of one (sample, group): each input value loaded feeds
     BLOCK_CO output channels; fp32 accumulation over (input channel, kd, kh, kw)."""
     n, g, offs_p, p_ok, od, oh, ow, co, co_ok = output_tile(
@@ -155,7 +165,7 @@ def conv_direct_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, 
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[:, None]
     if EPILOGUE:
-        acc = $epilogue
+        acc = epilogue(acc, co[:, None], co_ok[:, None]$epilogue_params)
     out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[:, None] * (OD * OH * OW) + offs_p[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=co_ok[:, None] & p_ok[None, :])
 
@@ -190,7 +200,7 @@ def conv_depthwise_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, O
                           PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                           DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr,
                           HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, BLOCK_H: tl.constexpr,
-                          BLOCK_W: tl.constexpr):
+                          BLOCK_W: tl.constexpr$epilogue_params):
     """One input channel per group: a KD x KH x KW stencil over a [BLOCK_H x BLOCK_W] tile of
     one output volume (rows flat over D and H), rows contiguous along W (coalesced), taps
     unrolled, weights as scalars (at co * taps in plain and transposed layouts alike)."""
@@ -220,7 +230,7 @@ def conv_depthwise_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, O
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co).to(tl.float32)
     if EPILOGUE:
-        acc = $epilogue
+        acc = epilogue(acc, co, co < CO$epilogue_params)
     out_ptrs = out_ptr + plane.to(tl.int64) * OD * OH * OW + rows[:, None] * OW + ow[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty),
              mask=(rows < OD * OH)[:, None] & (ow < OW)[None, :])
@@ -249,7 +259,7 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
                      PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                      DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
                      EPILOGUE: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
-                     BLOCK_K: tl.constexpr):
+                     BLOCK_K: tl.constexpr$epilogue_params):
     """Per (sample, group): out[p, co] = sum_k patches[p, k] * w[k, co], with
     k = (input channel, kd, kh, kw) gathered on the fly (no im2col buffer)."""
     n, g, offs_p, p_ok, od, oh, ow, co, co_ok = output_tile(
@@ -280,7 +290,7 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
     if HAS_BIAS:
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
     if EPILOGUE:
-        acc = $epilogue
+        acc = epilogue(acc, co[None, :], co_ok[None, :]$epilogue_params)
     out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[None, :] * (OD * OH * OW) + offs_p[:, None]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=p_ok[:, None] & co_ok[None, :])
 

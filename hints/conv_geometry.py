@@ -5,7 +5,8 @@ the one before (a depthwise one then a pointwise one), ending in an elementwise 
 from __future__ import annotations
 
 from hints.binding import bind
-from hints.elementwise import epilogue_expression, is_tensor
+from hints.elementwise import is_tensor
+from hints.epilogue import fused_tail
 
 CONV_OPS = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
 TRANSPOSED_OPS = {"conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
@@ -100,10 +101,11 @@ def conv_geometry(call) -> dict | None:
 
 
 def match_chain(problem) -> dict | None:
-    """Facts for convolutions chained from the first traced call, then elementwise calls.
+    """Facts for convolutions chained from the first traced call, then an elementwise tail
+    (hints.epilogue) on the last one's result.
 
     None unless every size traces the same chain: the same geometries and epilogue."""
-    chains, sizes, epilogues = set(), [], set()
+    chains, sizes = set(), []
     for size in problem.sizes:
         calls = problem.calls.get(size.label, [])
         convs = []
@@ -116,11 +118,12 @@ def match_chain(problem) -> dict | None:
             convs.append(geometry)
         if not convs:
             return None
-        rest = calls[len(convs) :]
-        epilogues.add(epilogue_expression(rest, var="acc") if rest else "acc")
         chains.add(repr([(c["geometry"], c["has_bias"]) for c in convs]))
         sizes += [[size.tier, i, *c["size"]] for i, c in enumerate(convs)]
-    if len(chains) != 1 or len(epilogues) != 1 or None in epilogues:
+    # Per-channel operands are indexed by the output channel (`co`, global over groups).
+    tail = fused_tail(problem, CONV_OPS.keys() | TRANSPOSED_OPS.keys(), len(convs), 1, "channel",
+                      "channel_ok")  # fmt: skip
+    if len(chains) != 1 or tail is None:
         return None
     binding = bind(problem)
     if binding is None or len(binding.operands) < len(convs):
@@ -132,9 +135,10 @@ def match_chain(problem) -> dict | None:
         bias = operands[2] if conv["has_bias"] and len(operands) > 2 else "None"
         if None in (x, w, bias) or (index and operands[0] is not None):
             return None
-        body = f"conv({x}, {w}, {bias}, {index})"
+        extra = "".join(f", {o}" for o in tail["epilogue_operands"])
+        body = f"conv({x}, {w}, {bias}, {index}{extra})"
     return {
-        "epilogue": epilogues.pop(),
+        **tail,
         "geometry": [conv["geometry"] for conv in convs],
         # [tier, conv index, N, C, D, H, W, C_out, C_in per group, C_out per group, KD, KH, KW]
         "sizes": sizes,

@@ -9,6 +9,7 @@ import math
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
+from hints.epilogue import fused_tail
 from hints.reductions import argument
 
 PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "einsum")
@@ -77,40 +78,39 @@ def product_shape(call) -> tuple[int, int, int, int] | None:
     return (batch, a[-2], b[-1], a[-1])
 
 
-def forward_body(op: str, operands: tuple) -> str | None:
-    """The forward's return statement, from the expressions behind the product's operands."""
+def forward_body(op: str, operands: tuple, epilogue_operands: tuple = ()) -> str | None:
+    """The forward's return statement, from the expressions behind the product's operands (and
+    the epilogue's)."""
+    extra = "".join(f", {e}" for e in epilogue_operands)
     if op == "linear":
         x, w = operands[0], operands[1]
         bias = operands[2] if len(operands) > 2 and operands[2] else "None"
         if None in (x, w):
             return None
         rows = f"{x}.reshape(-1, {x}.shape[-1])"
-        return f"product({rows}, {w}.t(), {bias}).reshape(*{x}.shape[:-1], -1)"
+        return f"product({rows}, {w}.t(), {bias}{extra}).reshape(*{x}.shape[:-1], -1)"
     if op == "einsum":
         a, b = operands[1:3]
         if None in (a, b):
             return None
         rows = f"{a}.reshape(-1, {a}.shape[-1])"
-        return f"product({rows}, {b}, None).reshape(*{a}.shape[:-1], -1)"
+        return f"product({rows}, {b}, None{extra}).reshape(*{a}.shape[:-1], -1)"
     if op == "addmm":
         bias, a, b = operands[:3]
     else:
         (a, b), bias = operands[:2], "None"
     if None in (a, b, bias):
         return None
-    return f"product({a}, {b}, {bias})"
+    return f"product({a}, {b}, {bias}{extra})"
 
 
-def epilogue_of(op: str, calls) -> str | None:
-    """The fused epilogue in `acc` of the calls after the product: an elementwise chain, perhaps
-    ending in triu or tril (finish_tile's rows and cols are those of each output matrix)."""
-    if not calls:
-        return "acc"
+def triangle_epilogue(op: str, calls) -> str | None:
+    """The fused epilogue in `acc` of the calls after the product: a chain of one tensor and
+    scalars ending in triu or tril (finish_tile's rows and cols are those of each output
+    matrix)."""
     last = calls[-1]
-    if last.op not in TRIANGLES:
-        return epilogue_expression(calls, var="acc")
     diagonal = argument(last, 1, "diagonal", 0)
-    inner = epilogue_of(op, calls[:-1])
+    inner = epilogue_expression(calls[:-1], var="acc") if len(calls) > 1 else "acc"
     if op in ("linear", "einsum") or not isinstance(diagonal, int) or inner is None:
         return None  # rows that flatten leading dims are not the matrices' rows
     keep = f"cols[None, :] - rows[:, None] {TRIANGLES[last.op]} {diagonal}"
@@ -118,9 +118,9 @@ def epilogue_of(op: str, calls) -> str | None:
 
 
 def match(problem) -> Match | None:
-    """A product as the first traced call, the rest an elementwise chain on its result (perhaps
-    ending in triu or tril)."""
-    shapes, epilogues = [], set()
+    """A product as the first traced call, the rest an elementwise tail on its result
+    (hints.epilogue) or a chain ending in triu or tril."""
+    shapes, triangles = [], []
     for size in problem.sizes:
         calls = problem.calls.get(size.label, [])
         if not calls or calls[0].op not in PRODUCT_OPS:
@@ -131,22 +131,30 @@ def match(problem) -> Match | None:
             return None
         if len(dtypes) != 1:
             return None
-        epilogues.add(epilogue_of(calls[0].op, calls[1:]))
+        if calls[-1].op in TRIANGLES:
+            triangles.append(triangle_epilogue(calls[0].op, calls[1:]))
         shapes.append([size.tier, *shape])
-    if len(epilogues) != 1 or None in epilogues:
+    if triangles:  # every size's, the same
+        if len(triangles) != len(shapes) or len(set(triangles)) != 1 or None in triangles:
+            return None
+        tail = {"epilogue": triangles[0], "epilogue_statements": "", "epilogue_params": "",
+                "epilogue_operands": ()}  # fmt: skip
+    else:  # operands vary along the output's columns (its last dim)
+        tail = fused_tail(problem, PRODUCT_OPS, 1, -1, "cols[None, :]", "(cols < N)[None, :]")
+    if tail is None:
         return None
     binding = bind(problem)
     op = problem.calls[problem.smallest.label][0].op
     if binding is None or not binding.operands:
         return None
-    body = forward_body(op, binding.operands[0])
+    body = forward_body(op, binding.operands[0], tail["epilogue_operands"])
     if body is None:
         return None
     return Match(
         "matmul",
         {
             "op": op,
-            "epilogue": epilogues.pop(),
+            **tail,
             "shapes": shapes,  # [tier, batch, M, N, K] per size
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
@@ -208,14 +216,22 @@ def tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
 
 
 @triton.jit
+def epilogue(acc, rows, cols, N$epilogue_params):
+    """The reference's elementwise tail on an output tile (rows, cols: its indices)."""
+$epilogue_statements
+    return $epilogue
+
+
+@triton.jit
 def finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
-                HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+                $epilogue_params):
     """Bias, the fused epilogue, and a masked store in the output's dtype."""
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if HAS_BIAS:
         acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-    acc = $epilogue
+    acc = epilogue(acc, rows, cols, N$epilogue_params)
     c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
               + cols[None, :] * stride_cn)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
@@ -256,26 +272,27 @@ def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                   stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                   stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr):
+                  GROUP_M: tl.constexpr$epilogue_params):
     pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1)
     acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
                        stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                        BLOCK_M, BLOCK_N, BLOCK_K)
     finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
-                HAS_BIAS, BLOCK_M, BLOCK_N)
+                HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
 """
     + OPERANDS
     + """
-def product(a, b, bias):
+def product(a, b, bias, *epilogue_operands):
     a3, b3, out, batched = operands(a, b)
+    epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
     grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), batch)
     matmul_kernel[grid](
         a3, b3, bias if bias is not None else out, out, M, N, K, *strides(a3, b3, out),
         HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
-        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages, **epilogue_ptrs,
     )
     return out if batched else out[0]
 """
@@ -309,7 +326,7 @@ def partial_kernel(a_ptr, b_ptr, part_ptr, M, N, K, k_per_split,
 @triton.jit
 def reduce_kernel(part_ptr, bias_ptr, c_ptr, M, N, BATCH, stride_cb, stride_cm, stride_cn,
                   HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr):
+                  BLOCK_N: tl.constexpr$epilogue_params):
     """Sums the splits in a fixed order (deterministic), then bias, epilogue and store."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -323,12 +340,13 @@ def reduce_kernel(part_ptr, bias_ptr, c_ptr, M, N, BATCH, stride_cb, stride_cm, 
         slab = (split * BATCH + batch).to(tl.int64) * M * N
         acc += tl.load(part_ptr + slab + offs, mask=mask, other=0.0)
     finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
-                HAS_BIAS, BLOCK_M, BLOCK_N)
+                HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
 '''
     + OPERANDS
     + """
-def product(a, b, bias):
+def product(a, b, bias, *epilogue_operands):
     a3, b3, out, batched = operands(a, b)
+    epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
     k_per_split = triton.cdiv(triton.cdiv(K, $SPLIT_K), $BLOCK_K) * $BLOCK_K
@@ -343,6 +361,7 @@ def product(a, b, bias):
     reduce_kernel[grid](
         parts, bias if bias is not None else out, out, M, N, batch, *out.stride(),
         HAS_BIAS=bias is not None, SPLIT_K=$SPLIT_K, BLOCK_M=32, BLOCK_N=64, num_warps=4,
+        **epilogue_ptrs,
     )
     return out if batched else out[0]
 """
@@ -357,7 +376,7 @@ def persistent_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BATCH,
                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                       stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr):
+                      GROUP_M: tl.constexpr$epilogue_params):
     """One program per SM walks the tiles (all batches) with a stride of the grid size."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in range(tl.program_id(0), tiles * BATCH, tl.num_programs(0)):
@@ -367,12 +386,13 @@ def persistent_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BATCH,
                            stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                            BLOCK_M, BLOCK_N, BLOCK_K)
         finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm,
-                    stride_cn, HAS_BIAS, BLOCK_M, BLOCK_N)
+                    stride_cn, HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
 '''
     + OPERANDS
     + """
-def product(a, b, bias):
+def product(a, b, bias, *epilogue_operands):
     a3, b3, out, batched = operands(a, b)
+    epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
     tiles = triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N) * batch
@@ -380,7 +400,7 @@ def product(a, b, bias):
     persistent_kernel[(min(tiles, sms * $programs_per_sm),)](
         a3, b3, bias if bias is not None else out, out, M, N, K, batch, *strides(a3, b3, out),
         HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
-        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages, **epilogue_ptrs,
     )
     return out if batched else out[0]
 """

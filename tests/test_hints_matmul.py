@@ -20,7 +20,8 @@ def test_matches_only_the_linear_problem_among_builtins():
 def test_linear_relu_div_facts_come_from_the_trace():
     facts = FAMILY.match(problem("linear_relu_div")).facts
     assert facts["op"] == "linear"
-    assert facts["epilogue"] == "tl.maximum(acc, 0.0) / 2.0"
+    assert facts["epilogue_statements"].split() == "v4 = tl.maximum(acc, 0.0) v5 = v4 / 2.0".split()
+    assert (facts["epilogue"], facts["epilogue_operands"]) == ("v5", ())
     assert "self.linear.weight.t()" in facts["forward_body"]
     assert "self.linear.bias" in facts["forward_body"]
 

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Rebuilds this folder's KernelBench files from a KernelBench git dir (github.com/
+# ScalingIntelligence/KernelBench; these came from its commit 423217d), each unchanged below a
+# three-line header. Keep the list in step with the files kept here.
+# Usage: fetch.sh KERNELBENCH_GIT_DIR
+set -eu
+here=$(dirname "$0")
+for f in \
+    1_Conv2D_ReLU_BiasAdd.py \
+    2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py \
+    20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd.py \
+    40_Matmul_Scaling_ResidualAdd.py \
+    48_Conv3d_Scaling_Tanh_Multiply_Sigmoid.py \
+    57_Conv2d_ReLU_HardSwish.py \
+    68_Matmul_Min_Subtract.py \
+    76_Gemm_Add_ReLU.py \
+    95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py \
+    99_Matmul_GELU_Softmax.py \
+; do
+    {
+        echo "# KernelBench (github.com/ScalingIntelligence/KernelBench) KernelBench/level2/$f, unchanged"
+        echo "# below these lines. MIT License, Copyright (c) 2023 Anne Ouyang, Simon Guo, Azalia Mirhoseini;"
+        echo "# the full text is LICENSE in this folder."
+        git --git-dir="$1" show "HEAD:KernelBench/level2/$f"
+    } > "$here/$f"
+done

@@ -1,0 +1,71 @@
+"""KernelBench level 2 (issue 12): a convolution or a product followed by an elementwise DAG over
+its result and per-channel or single-value parameters (bias adds, scales, residual adds of the
+result itself), fused as the conv and matmul families' epilogue (hints/epilogue.py), on
+unchanged files: each is recognised by the family expected, every applicable strategy's
+candidate passes the real gate on the Triton interpreter at the file's derived tiny size, and the
+offline generator proposes them."""
+
+import random
+from pathlib import Path
+
+import pytest
+from hints_checks import candidate_error, problem
+
+from engine.generate.base import GenerationRequest
+from engine.generate.offline import OfflineGenerator
+from engine.problems.loader import load_problem
+from hints import match_problem
+
+LEVEL2 = Path(__file__).parent / "problems_kernelbench" / "level2"
+CASES = [
+    ("1_Conv2D_ReLU_BiasAdd.py", "conv", 1),
+    ("2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py", "conv", 1),
+    ("20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd.py", "conv", 1),
+    ("48_Conv3d_Scaling_Tanh_Multiply_Sigmoid.py", "conv", 2),
+    ("57_Conv2d_ReLU_HardSwish.py", "conv", 0),
+    ("40_Matmul_Scaling_ResidualAdd.py", "matmul", 0),
+    ("68_Matmul_Min_Subtract.py", "matmul", 1),
+    ("76_Gemm_Add_ReLU.py", "matmul", 1),
+    ("95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py", "matmul", 1),
+]  # (file, family, operands its epilogue reads)
+STRICT = 1e-5  # fp32 accumulation at tiny sizes: observed ~1e-7
+
+
+def test_the_list_is_in_step_with_fetch_sh():
+    listed = (LEVEL2 / "fetch.sh").read_text()
+    assert all(spec in listed for spec, _, _ in CASES)
+
+
+@pytest.mark.parametrize(("spec", "family", "operands"), CASES, ids=[c[0][:2] for c in CASES])
+def test_recognised_with_its_epilogue_operands(spec, family, operands):
+    ((found, match),) = match_problem(problem(spec, LEVEL2))
+    assert found.name == family
+    assert len(match.facts["epilogue_operands"]) == operands
+
+
+def test_a_residual_add_reads_the_result_twice():
+    ((_, match),) = match_problem(
+        problem("20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd.py", LEVEL2)
+    )
+    assert match.facts["epilogue_operands"] == ("self.bias",)
+    assert match.facts["epilogue_statements"].count("acc") >= 2
+
+
+@pytest.mark.parametrize(("spec", "family", "operands"), CASES, ids=[c[0][:2] for c in CASES])
+def test_every_applicable_strategy_passes_the_gate(spec, family, operands, tmp_path):
+    target = problem(spec, LEVEL2)
+    ((fam, match),) = match_problem(target)
+    applicable = [s for s in fam.strategies if s.applies_to(match)]
+    assert applicable
+    for strategy in applicable:
+        error = candidate_error(target, strategy.render(match), tmp_path)
+        assert error < STRICT, strategy.name
+
+
+@pytest.mark.parametrize("spec", [CASES[2][0], CASES[8][0]])
+def test_offline_generator_proposes_them(spec):
+    target = load_problem(str(LEVEL2 / spec))
+    generator = OfflineGenerator(target)
+    generator.preflight()
+    request = GenerationRequest(target, "coarse", 0, random.Random(0))
+    assert generator.propose(request).proposals

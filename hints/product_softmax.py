@@ -100,7 +100,10 @@ def match(problem) -> Match | None:
             else "h - mx[:, None] - tl.log(total)[:, None]",
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
-            "epilogue": "acc",  # matmul.HEADER's finish_tile, unused here
+            # matmul.HEADER's epilogue helper and finish_tile, unused here
+            "epilogue": "acc",
+            "epilogue_statements": "",
+            "epilogue_params": "",
         },
     )
 

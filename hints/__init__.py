@@ -19,6 +19,7 @@ FAMILY_MODULES = (
     "crossentropy",
     "product_softmax",
     "channel_norm",
+    "staged",  # last: it matches what the others recognise only in stages
 )
 
 

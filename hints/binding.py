@@ -22,6 +22,7 @@ class Binding:
     init_source: str  # ModelNew.__init__, indented for a class body
     forward_params: str  # "self, x: torch.Tensor": Model.forward's parameter list
     operands: tuple  # per traced call (in order): per positional argument, an expression or None
+    reads: frozenset = frozenset()  # the expressions that any traced call reads, keywords too
 
 
 def method_source(source: str, class_name: str, method: str) -> ast.FunctionDef | None:
@@ -75,12 +76,15 @@ class OperandRecorder(TorchFunctionMode):
         super().__init__()
         self.known = known
         self.operands: list[tuple] = []
+        self.reads: set[str] = set()
         self.alive: list = []  # keeps views alive so that ids are never reused
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if canonical_op(func) not in LAYOUT_OPS:
             self.operands.append(tuple(self.known.get(id(a)) for a in args))
+            values = [*args, *(kwargs or {}).values()]
+            self.reads |= {self.known[id(a)] for a in values if id(a) in self.known}
         elif (expr := view_expression(func, args, kwargs, self.known)) is not None:
             self.known[id(out)] = expr
             self.alive.append(out)
@@ -109,4 +113,5 @@ def bind(problem) -> Binding | None:
         init_source=constructor_source(problem.source),
         forward_params=ast.unparse(forward.args),
         operands=tuple(recorder.operands),
+        reads=frozenset(recorder.reads),
     )

@@ -18,6 +18,8 @@ from hints.elementwise import Expr, binary, call, scalar, step
 
 # Calls that return their operand's values unchanged (same shape, fp32 math downstream).
 IDENTITY_OPS = frozenset("contiguous clone detach float to".split())
+# Dropout: the identity in eval mode, the mode the gate judges in (a random mask has no reference).
+DROPOUT_OPS = frozenset("dropout dropout1d dropout2d dropout3d alpha_dropout".split())
 # The largest rank a broadcast operand may keep after merging dims (broadcast_layout's 4).
 MAX_BROADCAST_RANK = 4
 
@@ -142,6 +144,8 @@ def translate(node: Node, graph: Graph, names: dict, kinds: dict) -> tuple[str, 
         return None
     operand = {r.index: Expr(as_float(names[r.index], graph, r, kinds), atom=True) for r in refs}
     if node.op in IDENTITY_OPS and len(node.args) == 1:
+        return names[refs[0].index], kinds.get(refs[0].index, "float")
+    if node.op in DROPOUT_OPS and node.args[0] == refs[0] and len(refs) == 1:
         return names[refs[0].index], kinds.get(refs[0].index, "float")
     if node.op == "where" and len(node.args) == 3 and isinstance(node.args[0], Ref):
         branches = [operand[a.index] if isinstance(a, Ref) else scalar(a) for a in node.args[1:]]

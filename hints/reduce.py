@@ -1,6 +1,7 @@
 """Map-reduce: elementwise math over broadcast tensors, reduced over any contiguous run of dims
 (or all of them) to a smaller output, then elementwise math on the result. Covers sum, mean,
-max, min, argmax, argmin and norms over a dimension, and losses (MSE, L1, Huber, KL, hinge)."""
+max, min, argmax, argmin, logsumexp and norms over a dimension, global pools, and losses (MSE,
+L1, Huber, KL, hinge)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ REDUCTIONS = {
     "min": ("min", 1, "acc"),
     "argmax": ("argmax", 1, "acc"),
     "argmin": ("argmin", 1, "acc"),
+    "logsumexp": ("logsumexp", 1, "acc"),
+}
+# Global pools (output size one along every spatial dim): a mean or max over dims 2 and after.
+GLOBAL_POOLS = {
+    f"adaptive_{kind}_pool{n}d": (
+        "sum" if kind == "avg" else "max",
+        n,
+        "acc / count" if kind == "avg" else "acc",
+    )
+    for kind in ("avg", "max")
+    for n in (1, 2, 3)
 }
 # Losses of (input, target): the elementwise term of `d = input - target` (or of both).
 LOSS_TERMS = {
@@ -33,7 +45,7 @@ LOSS_TERMS = {
 }
 LOSS_REDUCTION = {"mean": "acc / count", "sum": "acc", "batchmean": "acc / count"}
 NEUTRAL = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")'}
-NEUTRAL |= {"argmax": NEUTRAL["max"], "argmin": NEUTRAL["min"]}
+NEUTRAL |= {"argmax": NEUTRAL["max"], "argmin": NEUTRAL["min"], "logsumexp": NEUTRAL["max"]}
 INT_DTYPES = ("int64", "int32")
 # Fewer outputs than this at some full size, over rows this long: split each row over programs.
 SPLIT_OUTPUTS = 1024
@@ -88,6 +100,7 @@ def find_reduction(graph) -> tuple | None:
         if node.op in REDUCTIONS
         or node.op in LOSS_TERMS
         or node.op in ("norm", "linalg_vector_norm")
+        or node.op in GLOBAL_POOLS
     ]
     if len(candidates) != 1:
         return None
@@ -110,6 +123,17 @@ def find_reduction(graph) -> tuple | None:
         )
     if len(refs) != 1 or node.kwargs.get("dtype") is not None:
         return None
+    if node.op in GLOBAL_POOLS:
+        combine, spatial, finish = GLOBAL_POOLS[node.op]
+        size = argument(node, 1, "output_size")
+        sizes = size if isinstance(size, (list, tuple)) else (size,) * spatial
+        if len(map_shape) != spatial + 2 or any(s != 1 for s in sizes):
+            return None
+        if node.op.startswith("adaptive_max") and argument(node, 2, "return_indices", False):
+            return None
+        dims = tuple(range(2, len(map_shape)))
+        return index, dict(combine=combine, dims=dims, finish=finish, count="reduced",
+                           inputs=refs, term="y")  # fmt: skip
     if node.op in REDUCTIONS:
         combine, dim_index, finish = REDUCTIONS[node.op]
         term = "y"
@@ -241,6 +265,19 @@ def accumulate(combine: str, shape: str, axis: int, dtype: str = "float32") -> d
             "reduce": f"""best = {extreme}(acc, axis={axis}, keep_dims=True)
     acc = tl.min(tl.where(acc == best, at, 2147483647), axis={axis})""",
         }
+    if combine == "logsumexp":  # a running max per lane, and its sum of exp rescaled
+        return {
+            "init": init + f"\n    sums = tl.zeros({shape}, tl.{dtype})",
+            "update": f"""y = tl.where(mask, y, {neutral})
+        top = tl.maximum(acc, y)
+        shift = tl.where(top == {neutral}, 0.0, top)
+        sums = sums * tl.exp(acc - shift) + tl.exp(y - shift)
+        acc = top""",
+            "reduce": f"""top = tl.max(acc, axis={axis}, keep_dims=True)
+    shift = tl.where(top == {neutral}, 0.0, top)
+    sums = tl.sum(sums * tl.exp(acc - shift), axis={axis})
+    acc = tl.max(acc, axis={axis}) + tl.log(sums)""",
+        }
     if combine == "sum":
         update = "acc += tl.where(mask, y, 0.0)"
     else:
@@ -268,8 +305,14 @@ def split_substitutions(match: Match) -> dict:
         "acc_update": "        " + steps["update"],
         "acc_reduce": "    " + steps["reduce"],
         "neutral": NEUTRAL[combine],
-        "merge": f"acc = tl.{combine}(acc, axis=0)",
+        "merge": LOGSUMEXP_MERGE if combine == "logsumexp" else f"acc = tl.{combine}(acc, axis=0)",
     }
+
+
+# The partials of a split row are logsumexps of its chunks: their own logsumexp merges them.
+LOGSUMEXP_MERGE = """top = tl.max(acc, axis=0)
+    shift = tl.where(top == float("-inf"), 0.0, top)
+    acc = top + tl.log(tl.sum(tl.exp(acc - shift), axis=0))"""
 
 
 HEADER = """import torch

@@ -162,14 +162,17 @@ def view(shape, dims) -> list[int]:
     ]
 
 
-def affine_names(problem, facts: dict) -> tuple[str, str]:
-    """`self.<name>` of the weight and bias parameters (registration order), or "None"."""
+def affine_names(problem, facts: dict, binding) -> tuple[str, str]:
+    """`self.<name>` of the weight and bias parameters (registration order, among those the
+    traced calls read: a convolution's bias before the norm may have the same size), or
+    "None"."""
     module = import_module_from(problem.path, "affine")
     params = problem.smallest.params
     with torch.device("meta"):
         model = module.Model(*call_with_size(module.get_init_inputs, params))
     r = view(list(first_tensor(problem.calls[problem.smallest.label][0])[1]), facts["dims"])[1]
     names = [f"self.{n}" for n, p in model.named_parameters() if p.numel() == r]
+    names = [name for name in names if name in binding.reads]
     wanted = [facts["weight"], facts["bias"]]
     if len(names) < sum(wanted):
         return None
@@ -203,7 +206,8 @@ def match(problem) -> Match | None:
     binding = bind(problem)
     if binding is None or not binding.operands or binding.operands[0][0] is None:
         return None
-    names = affine_names(problem, facts) if facts["weight"] or facts["bias"] else ("None", "None")
+    wanted = facts["weight"] or facts["bias"]
+    names = affine_names(problem, facts, binding) if wanted else ("None", "None")
     if names is None:
         return None
     views = [

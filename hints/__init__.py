@@ -17,6 +17,7 @@ FAMILY_MODULES = (
     "pooling",
     "scans",
     "crossentropy",
+    "triplet",
     "product_softmax",
     "channel_norm",
     "staged",  # last: it matches what the others recognise only in stages

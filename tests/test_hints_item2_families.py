@@ -1,9 +1,9 @@
 """The families of issue 12 item 2 (reductions over any dims, norms, pooling, losses with
-cross-entropy, scans with the exclusive cumsum, elementwise DAGs with broadcasting, a product
-followed by elementwise math and a row softmax) on unchanged KernelBench level 1 and 2 files and
-on our own problems: each is recognised by the family expected, every applicable strategy's
-candidate passes the real gate on the Triton interpreter (also off the defaults, over several
-chunks), and the offline generator proposes them."""
+cross-entropy and the triplet margin loss, scans with the exclusive cumsum, elementwise DAGs with
+broadcasting, a product followed by elementwise math and a row softmax) on unchanged KernelBench
+level 1 and 2 files and on our own problems: each is recognised by the family expected, every
+applicable strategy's candidate passes the real gate on the Triton interpreter (also off the
+defaults, over several chunks), and the offline generator proposes them."""
 
 import random
 from pathlib import Path
@@ -65,6 +65,8 @@ CASES = [
     (LEVEL1, "33_BatchNorm.py", "channel_norm"),
     (LEVEL1, "34_InstanceNorm.py", "channel_norm"),
     (LEVEL1, "35_GroupNorm_.py", "channel_norm"),
+    (LEVEL1, "99_TripletMarginLoss.py", "triplet"),
+    (UNSEEN, "triplet_swap_l1_sum.py", "triplet"),
 ]
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 

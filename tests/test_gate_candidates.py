@@ -1,6 +1,7 @@
 """The whole gate on real candidate files, in real worker subprocesses on the cpu backend."""
 
 import os
+import random
 import signal
 import threading
 import time
@@ -10,6 +11,8 @@ import pytest
 
 from engine.backends.local import LocalBackend
 from engine.cli.check import gate
+from engine.generate.base import GenerationRequest
+from engine.generate.offline import OfflineGenerator
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import builtin_names, load_problem
 from engine.worker import Timeouts
@@ -83,6 +86,16 @@ def test_cached_output_fails_at_the_check(backend, softmax):
     result = backend.check(softmax, source("softmax_cached"))
     assert result.reason == "stale_output", result.message
     assert "earlier, different input" in result.message
+
+
+def test_an_output_that_repeats_with_its_reference_is_not_stale(backend):
+    """Only an output repeated while the reference changed is stale: a ReLU of values below
+    zero is all zeros for every input, and a kernel computing it passes."""
+    problem = load_problem(str(Path(__file__).parent / "problems_unseen" / "relu_below_zero.py"))
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    kernel = OfflineGenerator(problem).propose(request).proposals[0]
+    result = backend.check(problem, kernel.source)
+    assert result.passed, result.message
 
 
 def test_evaluate_times_against_reference(backend, softmax):

@@ -170,7 +170,14 @@ def test_tolerance_by_precision_and_pytorch_error():
     assert problem_tolerance(spec, "tf32") == 2e-3
     assert problem_tolerance(spec, "fp16") == 0.0  # not declared: PyTorch's error decides
     assert gate_tolerance(spec, "strict", "float32", "fp32", torch_error=1e-4) == 2e-4
-    assert gate_tolerance(1e-5, "strict", "float16", "fp16", torch_error=1e-7) == 1e-5
+    assert gate_tolerance(1e-3, "strict", "float16", "fp16", torch_error=1e-7) == 1e-3
+
+
+def test_pytorch_error_counts_as_at_least_one_rounding_of_the_output():
+    # 4 outputs whose fp32 roundings PyTorch happened to get nearly exact
+    assert gate_tolerance(None, "strict", "float32", "fp32", torch_error=1e-9) == 2 * 2.0**-24
+    assert gate_tolerance(None, "strict", "float16", "fp16", torch_error=0.0) == 2 * 2.0**-11
+    assert gate_tolerance(None, "strict", "int64", "fp32", torch_error=0.0) == 0.0  # exact
 
 
 @pytest.mark.parametrize(

@@ -165,7 +165,13 @@ def check_not_constant(i: int, out: torch.Tensor, ref64: torch.Tensor) -> None:
 
 
 def fingerprint(outputs: list[torch.Tensor]) -> tuple[float, ...]:
-    return tuple(float(o.sum(dtype=torch.float64)) for o in outputs)
+    """Each tensor's sum and 2-norm in float64: a softmax's sum is the same for every input."""
+    prints = []
+    for o in outputs:
+        x = o if o.is_floating_point() else o.to(torch.float64)  # indices: small
+        prints += [float(x.sum(dtype=torch.float64)),
+                   float(torch.linalg.vector_norm(x, dtype=torch.float64))]  # fmt: skip
+    return tuple(prints)
 
 
 def check_error(outputs, reference: Reference, tolerance_spec, policy: str, precision: str):

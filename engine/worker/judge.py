@@ -192,15 +192,18 @@ class Evaluation:
                     model, make_inputs(problem, size["params"], seed, self.device))
             )  # fmt: skip
 
-    def check_once(self, model, reference, earlier: list) -> tuple:
-        """One guarded call of the candidate on the reference's inputs, judged against it."""
+    def check_once(self, model, reference, earlier: dict) -> tuple:
+        """One guarded call of the candidate on the reference's inputs, judged against it.
+        `earlier` maps the fingerprints of earlier outputs to those of their references: an
+        output seen before is stale unless the reference repeats too (a ReLU of mostly negative
+        values can be all zeros for every input)."""
         self.next_run()
         try:
             outputs = self.checked_call(reference)
         finally:
             self.release_shared()
-        print_ = fingerprint(outputs)
-        if print_ in earlier:
+        print_, reference_print = fingerprint(outputs), fingerprint(reference.ref64)
+        if earlier.get(print_, reference_print) != reference_print:
             raise CandidateRejected(
                 "stale_output",
                 "returned the same output as for an earlier, different input; compute the output "
@@ -212,7 +215,7 @@ class Evaluation:
         )
         self.errors.append((error, tolerance))
         self.precisions.append(precision)
-        return print_
+        return print_, reference_print
 
     def checked_call(self, reference) -> list[torch.Tensor]:
         """The outputs of one call on the reference's inputs, after the checks of the call
@@ -262,10 +265,11 @@ class Evaluation:
         with self.judging():
             model, init = build_model(problem, size["params"], model_seed, self.device)
         self.build(model, init, model_seed)
-        prints: list = []
+        prints: dict = {}
         for seed in self.request["check_seeds"]:
             reference = self.reference(problem, model, size, seed)
-            prints.append(self.check_once(model, reference, prints))
+            output_print, reference_print = self.check_once(model, reference, prints)
+            prints[output_print] = reference_print
 
     def time_and_recheck(self, problem, size: dict) -> dict:
         """Raw samples for one size, then the timed instance checked again on a fresh seed."""
@@ -293,7 +297,7 @@ class Evaluation:
         del input_sets
         recheck = self.reference(problem, model, size, timing["recheck_seed"])
         try:
-            self.check_once(model, recheck, [])
+            self.check_once(model, recheck, {})
         except CandidateRejected as exc:
             if exc.reason not in OUTPUT_REASONS or size["label"] not in self.checked_sizes:
                 raise  # a size first checked here: its output is wrong, not stale

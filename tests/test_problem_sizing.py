@@ -80,3 +80,47 @@ def test_check_on_cpu_says_so_and_passes_a_valid_kernel_at_the_derived_size():
     assert done.returncode == 0, done.stdout + done.stderr
     assert "declares no SIZES" in done.stdout and "batch_size 4096 -> " in done.stdout
     assert "passed" in done.stdout and "at tiny" in done.stdout
+
+
+def test_sizes_written_into_get_inputs_are_cut_with_the_constants():
+    problem = load_problem(
+        str(KERNELBENCH / "level1" / "50_conv_standard_2D__square_input__square_kernel.py")
+    )  # torch.rand(batch_size, 3, 224, 224): no cut of batch_size alone is small enough
+    module = import_module_from(problem.path, "problem")
+    assert MIN_ELEMENTS <= input_elements(module, problem.tier("tiny")[0].params) <= MAX_ELEMENTS
+    assert "get_inputs' literal #1 224 -> " in problem.derived_tiny
+    assert problem.output_specs["default"] == [([256, 96, 55, 55], "float32")]  # the file's own
+
+
+def test_a_file_of_literal_sizes_alone_gets_a_tiny_size(tmp_path):
+    path = tmp_path / "inline.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x, y):
+                return torch.tanh(x) + y
+
+        def get_inputs():
+            return [torch.randn(4096, 8192), torch.randn(size=(4096, 8192))]
+
+        def get_init_inputs():
+            return []
+    """)
+    )
+    problem = load_problem(str(path))
+    ((shape, _),) = problem.output_specs["tiny"]
+    assert shape[0] < 4096 and shape[1] < 8192
+    assert problem.output_specs["default"] == [([4096, 8192], "float32")]
+
+
+def test_halving_the_largest_size_when_no_single_cut_leaves_the_pooling_chain_a_size():
+    # Conv3d then two 2x2x2 max-pools over (16, 32, 32): cutting every constant by 4 leaves the
+    # second pool nothing, by 2 too many elements; halving the largest, one at a time, fits.
+    problem = load_problem(str(KERNELBENCH / "level2" / "6_Conv3d_Softmax_MaxPool_MaxPool.py"))
+    scaled = problem.tier("tiny")[0].params["module_globals"]
+    assert scaled["batch_size"] < 128 and "kernel_size" not in scaled
+    ((shape, _),) = problem.output_specs["tiny"]
+    assert len(shape) == 5 and min(shape) >= 1

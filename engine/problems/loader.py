@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import sys
@@ -12,8 +13,9 @@ from types import ModuleType
 
 import torch
 
+from engine.problems.literal_sizes import name_literal_sizes
 from engine.problems.problem import PRECISION_POLICIES, TIERS, Problem, Size
-from engine.problems.sizing import derive_tiny
+from engine.problems.sizing import SCALABLE_MIN, derive_tiny
 from engine.problems.trace import trace_on_meta
 from engine.runner.calls import call_with_size
 
@@ -42,12 +44,14 @@ def resolve_path(spec: str) -> Path:
 
 
 def import_module_from(path: Path, what: str) -> ModuleType:
-    """Import a Python file under a unique module name; errors name the file and the cause."""
+    """Import a Python file under a unique module name, its get_inputs' literal sizes named as
+    module constants (engine.problems.literal_sizes); errors name the file and the cause."""
     name = f"_kb_{what}_{uuid.uuid4().hex[:8]}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        tree = name_literal_sizes(ast.parse(Path(path).read_bytes(), str(path)), SCALABLE_MIN)
+        exec(compile(tree, str(path), "exec"), module.__dict__)
     except SyntaxError as exc:
         raise ProblemError(f"{path}: syntax error at line {exc.lineno}: {exc.msg}") from exc
     except Exception as exc:

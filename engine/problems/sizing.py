@@ -5,7 +5,8 @@ of them such as `input_shape = (32768,)`) when
 `get_inputs` and `get_init_inputs` run. The tiny size divides every constant of at least
 `SCALABLE_MIN` by one power of two (small ones, which tend to be kernel sizes, strides or
 dimension indices, stay), the most that leaves the inputs at least `MIN_ELEMENTS` elements and
-the reference running for real on the cpu with a non-empty output.
+the reference running for real on the cpu with a non-empty output. Where no cut of the
+constants does, sizes written inline in get_inputs (engine.problems.literal_sizes) are cut too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from types import ModuleType
 
 import torch
 
+from engine.problems.literal_sizes import PREFIX
 from engine.problems.problem import Size
 from engine.runner.calls import MODULE_GLOBALS, call_with_size
 
@@ -36,12 +38,18 @@ def scaled(value, factor: int):
     return max(SMALLEST_CONSTANT, value // factor)
 
 
-def scalable_constants(module: ModuleType) -> dict:
+def scalable_constants(module: ModuleType, literal_sizes: bool) -> dict:
+    """The module's own constants, with or without get_inputs' literal sizes."""
     return {
         name: value
         for name, value in vars(module).items()
         if scalable(value) and not name.startswith("_")
+        and literal_sizes == name.startswith(PREFIX)
     }
+
+
+def describe(name: str) -> str:
+    return f"get_inputs' literal #{name.removeprefix(PREFIX)}" if name.startswith(PREFIX) else name
 
 
 def input_elements(module: ModuleType, params: dict) -> int:
@@ -64,23 +72,69 @@ def runs_for_real(module: ModuleType, params: dict) -> bool:
     return all(isinstance(o, torch.Tensor) and o.numel() > 0 for o in outputs)
 
 
+def runs_on_meta(module: ModuleType, params: dict) -> bool:
+    """Whether the reference's shapes work out at `params` (nothing computed or allocated)."""
+    try:
+        with torch.device("meta"):
+            model = module.Model(*call_with_size(module.get_init_inputs, params))
+            model(*call_with_size(module.get_inputs, params))
+    except Exception:
+        return False
+    return True
+
+
 def derive_tiny(module: ModuleType) -> tuple[Size, str] | None:
     """The tiny size and what it changed ("batch_size 16 -> 2, dim 16384 -> 256"), or None when
     the file has no constants to scale or no scaled version runs. When no cut of every constant
-    runs, one constant may keep its value (a channel count that a small group count divides)."""
-    constants = scalable_constants(module)
-    if not constants:
+    runs, one constant may keep its value (a channel count that a small group count divides);
+    when none of those runs either (a pooling chain wants spatial sizes that the batch's cut
+    would take), the largest constant is halved, one at a time, while the shapes work out."""
+    constants = scalable_constants(module, literal_sizes=False)
+    values = uniform_cut(module, constants)
+    if values is None:  # sizes written into get_inputs too: scale them with the constants
+        constants |= scalable_constants(module, literal_sizes=True)
+        values = uniform_cut(module, constants) or halving_cut(module, constants)
+    if values is None:
         return None
+    changes = ", ".join(f"{describe(n)} {constants[n]} -> {v}" for n, v in values.items())
+    return Size("tiny", "tiny", {MODULE_GLOBALS: values}), changes
+
+
+def fits(module: ModuleType, values: dict) -> bool:
+    try:
+        elements = input_elements(module, {MODULE_GLOBALS: values})
+    except Exception:
+        return False
+    return MIN_ELEMENTS <= elements <= MAX_ELEMENTS and runs_for_real(
+        module, {MODULE_GLOBALS: values}
+    )
+
+
+def uniform_cut(module: ModuleType, constants: dict) -> dict | None:
+    """The biggest cut by one factor of `constants` (all, or all but one) that fits and runs."""
     for kept in [None, *constants]:
         for factor in FACTORS:
             values = {n: scaled(v, factor) for n, v in constants.items() if n != kept}
-            params = {MODULE_GLOBALS: values}
-            try:
-                elements = input_elements(module, params)
-            except Exception:
-                continue
-            if not MIN_ELEMENTS <= elements <= MAX_ELEMENTS or not runs_for_real(module, params):
-                continue
-            changes = ", ".join(f"{n} {constants[n]} -> {v}" for n, v in values.items())
-            return Size("tiny", "tiny", params), changes
+            if fits(module, values):
+                return values
     return None
+
+
+def largest(value) -> int:
+    return max(value) if type(value) is tuple else value
+
+
+def halving_cut(module: ModuleType, constants: dict) -> dict | None:
+    """`constants` with the largest halved, one at a time (the next largest where the shapes do
+    not work out), until the inputs are small enough; None when that does not fit and run."""
+    values = dict(constants)
+    while input_elements(module, {MODULE_GLOBALS: values}) > MAX_ELEMENTS:
+        for name in sorted(values, key=lambda n: -largest(values[n])):
+            trial = {**values, name: scaled(values[name], 2)}
+            if trial[name] != values[name] and runs_on_meta(module, {MODULE_GLOBALS: trial}):
+                values = trial
+                break
+        else:
+            return None
+    changed = {n: v for n, v in values.items() if v != constants[n]}
+    return changed if fits(module, values) else None

@@ -20,7 +20,7 @@ FAMILY_MODULES = (
     "triplet",
     "product_softmax",
     "channel_norm",
-    "staged",  # last: it matches what the others recognise only in stages
+    "staged",  # a fallback: tried when no other family recognises the problem whole
 )
 
 
@@ -31,7 +31,9 @@ def families() -> list[Family]:
 def match_problem(problem) -> list[tuple[Family, Match]]:
     """Every family that recognises the problem, with what it recognised."""
     found = []
-    for family in families():
+    for family in sorted(families(), key=lambda f: f.fallback):
+        if family.fallback and found:
+            break
         match = family.match(problem)
         if match is not None:
             found.append((family, match))

@@ -69,3 +69,5 @@ class Family:
     description: str
     match: Callable  # (engine.problems.Problem) -> Match | None, from the traced operator calls
     strategies: tuple[Strategy, ...]
+    # Tried only when no other family recognises the problem (a composition of the others).
+    fallback: bool = False

@@ -8,6 +8,10 @@ affine, is (offset // H*W) % C in all three."""
 
 from __future__ import annotations
 
+import torch
+
+from engine.problems.loader import import_module_from
+from engine.runner.calls import call_with_size
 from hints import dataflow
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
@@ -78,11 +82,33 @@ def norm_facts(graph) -> dict | None:
                 groups=groups, eps=eps, momentum=momentum)  # fmt: skip
 
 
+def groups_attribute(problem, weight: str | None) -> str | None:
+    """`self.<norm>.num_groups` when the group norm whose weight is `weight` is an nn.GroupNorm
+    (the group count may scale with the sizes, as a derived tiny size scales it), else None."""
+    if weight is None or not weight.startswith("self.") or not weight.endswith(".weight"):
+        return None
+    path = weight.removeprefix("self.").removesuffix(".weight")
+    module = import_module_from(problem.path, "groups")
+    with torch.device("meta"):
+        model = module.Model(*call_with_size(module.get_init_inputs, problem.smallest.params))
+    try:
+        norm = model.get_submodule(path)
+    except AttributeError:
+        return None
+    return f"self.{path}.num_groups" if isinstance(norm, torch.nn.GroupNorm) else None
+
+
 def match(problem) -> Match | None:
     graphs = [dataflow.trace_graph(problem, size) for size in problem.sizes]
     facts = [norm_facts(graph) for graph in graphs]
-    if None in facts or any(f != facts[0] for f in facts):
+    if None in facts:
         return None
+    groups = str(facts[0]["groups"])
+    if any(f != facts[0] for f in facts):
+        groups = groups_attribute(problem, facts[0]["weight"])
+        same = [{**f, "groups": None} for f in facts]
+        if groups is None or any(f != same[0] for f in same):
+            return None
     facts = facts[0]
     running = facts.pop("running")
     counter = None
@@ -97,7 +123,7 @@ def match(problem) -> Match | None:
         "channel_norm",
         {
             **facts,
-            "layout": LAYOUTS[facts["op"]].replace("$groups", str(facts["groups"])),
+            "layout": LAYOUTS[facts["op"]].replace("$groups", groups),
             "weight": facts["weight"] or "None",
             "bias": facts["bias"] or "None",
             "running_mean": running[0] or "None",

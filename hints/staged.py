@@ -20,11 +20,11 @@ NAME = "staged"
 
 
 def stage_families() -> list[Family]:
-    """Every family but this one, in the library's order (the first that matches a stage
+    """Every family but the compositions, in the library's order (the first that matches a stage
     renders it)."""
     import hints  # the package lists the families; importing it at the top would be a cycle
 
-    return [f for f in hints.families() if f.name != NAME]
+    return [f for f in hints.families() if not f.fallback]
 
 
 def first_strategy(family: Family, match: Match) -> Strategy | None:
@@ -158,4 +158,5 @@ FAMILY = Family(
     description="a chain of stages, each recognised by another family, run one after another",
     match=match,
     strategies=(CHAIN,),
+    fallback=True,
 )

@@ -126,15 +126,17 @@ def largest(value) -> int:
 
 def halving_cut(module: ModuleType, constants: dict) -> dict | None:
     """`constants` with the largest halved, one at a time (the next largest where the shapes do
-    not work out), until the inputs are small enough; None when that does not fit and run."""
+    not work out), while the inputs keep MIN_ELEMENTS; None when that does not fit and run."""
     values = dict(constants)
-    while input_elements(module, {MODULE_GLOBALS: values}) > MAX_ELEMENTS:
+    while True:
         for name in sorted(values, key=lambda n: -largest(values[n])):
             trial = {**values, name: scaled(values[name], 2)}
-            if trial[name] != values[name] and runs_on_meta(module, {MODULE_GLOBALS: trial}):
+            if trial[name] == values[name] or not runs_on_meta(module, {MODULE_GLOBALS: trial}):
+                continue
+            if input_elements(module, {MODULE_GLOBALS: trial}) >= MIN_ELEMENTS:
                 values = trial
                 break
         else:
-            return None
+            break
     changed = {n: v for n, v in values.items() if v != constants[n]}
     return changed if fits(module, values) else None

@@ -6,17 +6,28 @@
 set -eu
 here=$(dirname "$0")
 for f in \
+    1_Square_matrix_multiplication_.py \
+    4_Matrix_vector_multiplication_.py \
+    7_Matmul_with_small_K_dimension_.py \
+    10_3D_tensor_matrix_multiplication.py \
     11_4D_tensor_matrix_multiplication.py \
+    13_Matmul_for_symmetric_matrices.py \
     14_Matmul_for_upper_triangular_matrices.py \
     15_Matmul_for_lower_triangular_matrices.py \
     16_Matmul_with_transposed_A.py \
     17_Matmul_with_transposed_B.py \
     18_Matmul_with_transposed_both.py \
+    19_ReLU.py \
+    22_Tanh.py \
+    25_Swish.py \
+    28_HardSigmoid.py \
+    31_ELU.py \
     33_BatchNorm.py \
     34_InstanceNorm.py \
     35_GroupNorm_.py \
     37_FrobeniusNorm_.py \
     38_L1Norm_.py \
+    39_L2Norm_.py \
     41_Max_Pooling_1D.py \
     42_Max_Pooling_2D.py \
     43_Max_Pooling_3D.py \
@@ -26,6 +37,7 @@ for f in \
     47_Sum_reduction_over_a_dimension.py \
     48_Mean_reduction_over_a_dimension.py \
     49_Max_reduction_over_a_dimension.py \
+    50_conv_standard_2D__square_input__square_kernel.py \
     51_Argmax_over_a_dimension.py \
     52_Argmin_over_a_dimension.py \
     53_Min_reduction_over_a_dimension.py \
@@ -52,6 +64,7 @@ for f in \
     78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py \
     79_conv_transposed_1D_asymmetric_input_square_kernel___padded____strided____dilated__.py \
     81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__.py \
+    83_conv_depthwise_2D_square_input_asymmetric_kernel.py \
     86_conv_depthwise_separable_2D.py \
     88_MinGPTNewGelu.py \
     89_cumsum.py \
@@ -62,7 +75,9 @@ for f in \
     94_MSELoss.py \
     95_CrossEntropyLoss.py \
     96_HuberLoss.py \
+    97_ScaledDotProductAttention.py \
     98_KLDivLoss.py \
+    99_TripletMarginLoss.py \
     100_HingeLoss.py \
 ; do
     {

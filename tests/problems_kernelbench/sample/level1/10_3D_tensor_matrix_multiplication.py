@@ -1,0 +1,1 @@
+../../level1/10_3D_tensor_matrix_multiplication.py

@@ -1,0 +1,1 @@
+../../level1/13_Matmul_for_symmetric_matrices.py

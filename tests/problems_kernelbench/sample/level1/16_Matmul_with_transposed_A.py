@@ -1,0 +1,1 @@
+../../level1/16_Matmul_with_transposed_A.py

@@ -1,0 +1,1 @@
+../../level1/1_Square_matrix_multiplication_.py

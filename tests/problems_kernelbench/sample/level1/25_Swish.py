@@ -1,0 +1,1 @@
+../../level1/25_Swish.py

@@ -1,0 +1,1 @@
+../../level1/28_HardSigmoid.py

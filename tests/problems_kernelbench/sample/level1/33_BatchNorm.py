@@ -1,0 +1,1 @@
+../../level1/33_BatchNorm.py

@@ -1,0 +1,1 @@
+../../level1/35_GroupNorm_.py

@@ -1,0 +1,1 @@
+../../level1/37_FrobeniusNorm_.py

@@ -1,0 +1,1 @@
+../../level1/41_Max_Pooling_1D.py

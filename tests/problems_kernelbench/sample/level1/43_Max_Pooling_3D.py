@@ -1,0 +1,1 @@
+../../level1/43_Max_Pooling_3D.py

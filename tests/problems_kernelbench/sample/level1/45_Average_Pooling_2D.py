@@ -1,0 +1,1 @@
+../../level1/45_Average_Pooling_2D.py

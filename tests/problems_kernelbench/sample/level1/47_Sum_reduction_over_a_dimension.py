@@ -1,0 +1,1 @@
+../../level1/47_Sum_reduction_over_a_dimension.py

@@ -1,0 +1,1 @@
+../../level1/49_Max_reduction_over_a_dimension.py

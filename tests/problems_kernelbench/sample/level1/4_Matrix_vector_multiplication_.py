@@ -1,0 +1,1 @@
+../../level1/4_Matrix_vector_multiplication_.py

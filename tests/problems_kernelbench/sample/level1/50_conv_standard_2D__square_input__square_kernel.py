@@ -1,0 +1,1 @@
+../../level1/50_conv_standard_2D__square_input__square_kernel.py

@@ -1,0 +1,1 @@
+../../level1/52_Argmin_over_a_dimension.py

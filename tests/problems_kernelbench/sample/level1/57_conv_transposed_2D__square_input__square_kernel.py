@@ -1,0 +1,1 @@
+../../level1/57_conv_transposed_2D__square_input__square_kernel.py

@@ -1,0 +1,1 @@
+../../level1/61_conv_transposed_3D__square_input__square_kernel.py

@@ -1,0 +1,1 @@
+../../level1/66_conv_standard_3D__asymmetric_input__asymmetric_kernel.py

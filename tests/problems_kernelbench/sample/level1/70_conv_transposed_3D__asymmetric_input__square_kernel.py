@@ -1,0 +1,1 @@
+../../level1/70_conv_transposed_3D__asymmetric_input__square_kernel.py

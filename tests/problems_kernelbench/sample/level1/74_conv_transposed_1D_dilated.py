@@ -1,0 +1,1 @@
+../../level1/74_conv_transposed_1D_dilated.py

@@ -1,0 +1,1 @@
+../../level1/79_conv_transposed_1D_asymmetric_input_square_kernel___padded____strided____dilated__.py

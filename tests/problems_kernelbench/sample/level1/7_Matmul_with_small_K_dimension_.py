@@ -1,0 +1,1 @@
+../../level1/7_Matmul_with_small_K_dimension_.py

@@ -1,0 +1,1 @@
+../../level1/83_conv_depthwise_2D_square_input_asymmetric_kernel.py

@@ -1,0 +1,1 @@
+../../level1/89_cumsum.py

@@ -1,0 +1,1 @@
+../../level1/91_cumsum_reverse.py

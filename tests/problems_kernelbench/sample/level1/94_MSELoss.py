@@ -1,0 +1,1 @@
+../../level1/94_MSELoss.py

@@ -1,0 +1,1 @@
+../../level1/95_CrossEntropyLoss.py

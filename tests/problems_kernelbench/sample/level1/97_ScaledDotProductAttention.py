@@ -1,0 +1,1 @@
+../../level1/97_ScaledDotProductAttention.py

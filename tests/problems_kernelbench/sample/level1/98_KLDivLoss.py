@@ -1,0 +1,1 @@
+../../level1/98_KLDivLoss.py

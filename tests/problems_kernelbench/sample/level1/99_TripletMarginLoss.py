@@ -1,0 +1,1 @@
+../../level1/99_TripletMarginLoss.py

@@ -1,0 +1,1 @@
+../../level2/19_ConvTranspose2d_GELU_GroupNorm.py

@@ -1,0 +1,1 @@
+../../level2/1_Conv2D_ReLU_BiasAdd.py

@@ -1,0 +1,1 @@
+../../level2/2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py

@@ -1,0 +1,1 @@
+../../level2/37_Matmul_Swish_Sum_GroupNorm.py

@@ -1,0 +1,1 @@
+../../level2/3_ConvTranspose3d_Sum_LayerNorm_AvgPool_GELU.py

@@ -1,0 +1,1 @@
+../../level2/43_Conv3d_Max_LogSumExp_ReLU.py

@@ -1,0 +1,1 @@
+../../level2/54_Conv2d_Multiply_LeakyReLU_GELU.py

@@ -1,0 +1,1 @@
+../../level2/58_ConvTranspose3d_LogSumExp_HardSwish_Subtract_Clamp.py

@@ -1,0 +1,1 @@
+../../level2/59_Matmul_Swish_Scaling.py

@@ -1,0 +1,1 @@
+../../level2/6_Conv3d_Softmax_MaxPool_MaxPool.py

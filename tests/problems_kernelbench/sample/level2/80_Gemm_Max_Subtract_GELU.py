@@ -1,0 +1,1 @@
+../../level2/80_Gemm_Max_Subtract_GELU.py

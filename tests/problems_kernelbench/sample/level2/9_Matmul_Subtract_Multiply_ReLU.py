@@ -1,0 +1,1 @@
+../../level2/9_Matmul_Subtract_Multiply_ReLU.py

@@ -7,13 +7,15 @@ i * stride - padding + k * dilation = o."""
 
 from __future__ import annotations
 
+import math
+
 from hints.base import Family, Match, Param, Strategy
 from hints.conv_geometry import match_chain, render_geometry
 
 PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
 # tl.dot needs every tile side >= 16: below that a group's channels cannot feed tensor cores.
 MIN_DOT_CHANNELS = 16
-CIN_G, COUT_G = 8, 9  # columns of a size row in the facts
+CIN_G, COUT_G, KERNEL = 8, 9, 10  # columns of a size row in the facts (KERNEL: its 3 sides)
 
 
 def match(problem) -> Match | None:
@@ -26,8 +28,12 @@ def has_depthwise_size(match: Match) -> bool:
 
 
 def has_wide_groups(match: Match) -> bool:
+    """Whether a group's GEMM has tl.dot-sized sides somewhere on the ladder: its output
+    channels, and its reduction over input channels and taps (3 channels x 11 x 11 taps in
+    AlexNet's first convolution)."""
     return any(
-        size[CIN_G] >= MIN_DOT_CHANNELS and size[COUT_G] >= MIN_DOT_CHANNELS
+        size[CIN_G] * math.prod(size[KERNEL:]) >= MIN_DOT_CHANNELS
+        and size[COUT_G] >= MIN_DOT_CHANNELS
         for size in match.facts["sizes"]
     )
 
@@ -297,7 +303,8 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
 
 def launch(x, w, bias, out, N, args, **flags):
     cout_g = args["COUT_G"]
-    if min(args["CIN_G"], cout_g) < $MIN_DOT_CHANNELS:
+    reduction = args["CIN_G"] * args["KD"] * args["KH"] * args["KW"]
+    if min(reduction, cout_g) < $MIN_DOT_CHANNELS:
         launch_direct(x, w, bias, out, N, args, **flags)
         return
     block_co = max(16, min(triton.next_power_of_2(cout_g), $GEMM_BLOCK_CO))
@@ -322,6 +329,36 @@ FAMILY = Family(
     "with a fused elementwise epilogue.",
     match=match,
     strategies=(
+        # The implicit GEMM first where it applies: a GEMM over channels x taps is what wide
+        # groups want, and the direct kernel's unrolled taps are slow to interpret.
+        Strategy(
+            name="conv.implicit_gemm",
+            family="conv",
+            applies=f"at least {MIN_DOT_CHANNELS} output channels per group and as many input "
+            "channels x taps (smaller groups fall back to the direct tile kernel)",
+            addresses=("compute-bound", "occupancy-registers", "stall-memory"),
+            explanation=(
+                "Treat each group as a GEMM: M = output positions, N = the group's output "
+                "channels, K = input channels x KD x KH x KW. Patches are gathered from the "
+                "input on the fly (no im2col buffer; masked where a transposed convolution's "
+                "stride skips) into [BLOCK_P x BLOCK_K] tiles, multiplied with tl.dot against "
+                "the weight's [BLOCK_K x BLOCK_CO] slice. fp32 inputs "
+                "choose input_precision: ieee (strict), tf32x3 (near-fp32 on tensor cores) or "
+                "tf32 (fastest, named in the result)."
+            ),
+            template=IMPLICIT_GEMM_TEMPLATE,
+            params=(
+                *DIRECT_PARAMS,
+                Param("GEMM_BLOCK_P", (32, 64, 128, 256), 128, tile=True),
+                Param("GEMM_BLOCK_CO", (16, 32, 64, 128), 64, tile=True),
+                Param("BLOCK_K", (16, 32, 64), 32, tile=True),
+                Param("gemm_num_warps", (2, 4, 8), 4),
+                Param("num_stages", (1, 2, 3, 4), 3),
+                Param("precision", PRECISIONS, "ieee"),
+            ),
+            applies_to=has_wide_groups,
+            substitutions=substitutions,
+        ),
         Strategy(
             name="conv.direct_tiled",
             family="conv",
@@ -362,34 +399,6 @@ FAMILY = Family(
                 Param("dw_num_warps", (1, 2, 4, 8), 4),
             ),
             applies_to=has_depthwise_size,
-            substitutions=substitutions,
-        ),
-        Strategy(
-            name="conv.implicit_gemm",
-            family="conv",
-            applies=f"at least {MIN_DOT_CHANNELS} input and output channels per group (smaller "
-            "groups fall back to the direct tile kernel)",
-            addresses=("compute-bound", "occupancy-registers", "stall-memory"),
-            explanation=(
-                "Treat each group as a GEMM: M = output positions, N = the group's output "
-                "channels, K = input channels x KD x KH x KW. Patches are gathered from the "
-                "input on the fly (no im2col buffer; masked where a transposed convolution's "
-                "stride skips) into [BLOCK_P x BLOCK_K] tiles, multiplied with tl.dot against "
-                "the weight's [BLOCK_K x BLOCK_CO] slice. fp32 inputs "
-                "choose input_precision: ieee (strict), tf32x3 (near-fp32 on tensor cores) or "
-                "tf32 (fastest, named in the result)."
-            ),
-            template=IMPLICIT_GEMM_TEMPLATE,
-            params=(
-                *DIRECT_PARAMS,
-                Param("GEMM_BLOCK_P", (32, 64, 128, 256), 128, tile=True),
-                Param("GEMM_BLOCK_CO", (16, 32, 64, 128), 64, tile=True),
-                Param("BLOCK_K", (16, 32, 64), 32, tile=True),
-                Param("gemm_num_warps", (2, 4, 8), 4),
-                Param("num_stages", (1, 2, 3, 4), 3),
-                Param("precision", PRECISIONS, "ieee"),
-            ),
-            applies_to=has_wide_groups,
             substitutions=substitutions,
         ),
     ),

@@ -24,13 +24,6 @@ FIRST_EVALUATIONS = 3  # "within a few evaluations" (issue 12)
 # The document's family "none": no family recognises the file yet. Strict: once one does, the
 # document must say which.
 UNCOVERED = pytest.mark.xfail(strict=True, reason="no family of the hint library recognises it")
-# Files whose first candidates the interpreter cannot run within the gate's deadline.
-TOO_SLOW = {
-    "50_conv_standard_2D__square_input__square_kernel.py": "the direct convolution's 363 taps "
-    "(11x11 over 3 input channels) take about 100 s a forward call in the interpreter even at "
-    "the 1x1 output of its derived tiny size, and the gate's seeds together pass its 180 s "
-    "deadline; the implicit GEMM needs 16 input channels (a GEMM over all 363 taps would do)",
-}
 
 
 def sample_path(level: str, name: str) -> Path:
@@ -53,13 +46,9 @@ def test_the_folder_holds_exactly_the_documented_files_as_links_to_kept_ones():
         assert path.is_symlink() and path.resolve().parent.parent.name == "problems_kernelbench"
 
 
-def marks(row) -> list:
-    if row[2] in TOO_SLOW:
-        return [pytest.mark.skip(reason=TOO_SLOW[row[2]])]
-    return [UNCOVERED] if row[3] == "none" else []
-
-
-CASES = [pytest.param(*row, id=row[2], marks=marks(row)) for row in ROWS]
+CASES = [
+    pytest.param(*row, id=row[2], marks=[UNCOVERED] if row[3] == "none" else []) for row in ROWS
+]
 
 
 @pytest.mark.slow  # about 10 minutes for the 48 on two cores

@@ -3,7 +3,7 @@ and the snapshot publishes (on the bottom floor, so that every layer may read th
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 def shape_result(speedup: float, low: float, high: float) -> list[float]:
@@ -62,8 +62,10 @@ class Candidate:
         return best.score if best else None
 
     def to_row(self) -> dict:
-        row = asdict(self)
-        row["results"] = {str(k): asdict(v) for k, v in self.results.items()}
+        """The record as JSON-ready data. It shares the record's lists and dicts (no deep copy:
+        the store serializes it at once, and copying cost more than writing)."""
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["results"] = {str(k): dict(vars(v)) for k, v in self.results.items()}
         return row
 
     @classmethod

@@ -172,8 +172,13 @@ def what_is_in(root: Path) -> str:
 
 def write_json_atomic(path: Path, data) -> None:
     """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """write_json_atomic for text encoded already."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    tmp.write_text(text)
     os.replace(tmp, path)
 
 

@@ -193,9 +193,9 @@ def test_after_each_step_the_engine_hands_the_queues_head_to_the_backend(tmp_pat
     engine.start()
     for _ in range(4):
         engine.step()
-        queued = [engine.by_id[c].source for c in engine.search.queue[:8]]
+        queued = [engine.search.by_id[c].source for c in engine.search.schedule.queue[:8]]
         sources, labels = engine.backend.prepared[-1]
-        assert sources == queued and labels == engine.ladder[-1].size_labels
+        assert sources == queued and labels == engine.search.ladder[-1].size_labels
     assert any(sources for sources, _ in engine.backend.prepared)
 
 

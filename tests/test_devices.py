@@ -9,7 +9,6 @@ import pytest
 from engine.backends import resolve_gpus
 from engine.compose import create_session, open_view, resume_session
 from engine.generate.composite import ORIGIN as COMPOSITE
-from engine.search import report
 from engine.session.settings import SessionSettings
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_snapshot
@@ -59,9 +58,9 @@ def test_each_device_reports_what_it_evaluates_and_has_spent(tmp_path):
         spent = {str(d["index"]): d["gpu_seconds"] for d in devices if d["gpu_seconds"]}
         assert spent == ledger["gpu_seconds_by_device"]
         now = [d["evaluating"] for d in devices if d["evaluating"]]
-        evaluating = [c for c in engine.population if c.status == "evaluating"]
+        evaluating = [c for c in engine.search.population if c.status == "evaluating"]
         assert sorted(n["id"] for n in now) == sorted(c.id for c in evaluating)
-        assert not any(n["rung"] in engine.by_id[n["id"]].results for n in now)  # not yet
+        assert not any(n["rung"] in engine.search.by_id[n["id"]].results for n in now)  # not yet
         both_busy += len(now) == 2
 
     engine = resume_session(paths)
@@ -96,7 +95,7 @@ def test_a_ledger_stored_before_it_counted_evaluations_by_device_counts_them_in_
     store.close()
     view = open_view(paths)
     try:
-        devices = report.snapshot(view)["devices"]
+        devices = view.snapshot()["devices"]
     finally:
         view.store.close()
     assert {str(d["index"]): d["evaluations"] for d in devices} == counted

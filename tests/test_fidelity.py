@@ -38,25 +38,25 @@ def test_a_proxy_that_ranks_backwards_raises_rung0_fidelity_and_the_state_keeps_
     paths = SessionPaths(tmp_path / "s")
     create_session(paths, SessionSettings("softmax", "sim", seed=1, limits={"evaluations": 99}))
     engine = resume_session(paths)
-    write = StepWrite()
+    search, write = engine.search, StepWrite()
     sources = [f"# candidate {i}\nclass ModelNew: pass\n" for i in range(6)]
-    engine.admit(write, [Proposal(s, "test") for s in sources], None)
-    candidates = [engine.by_id[cid] for cid in engine.search.queue]
+    search.admit(write, [Proposal(s, "test") for s in sources], None)
+    candidates = [search.by_id[cid] for cid in search.schedule.queue]
     for i, c in enumerate(candidates):  # rung 0 ranks them 1..6, rung 1 the other way round
-        engine.record_result(write, c, 0, measured(1.0 + i))
-    assert engine.spec(0).reps == 5
+        search.record_result(write, c, 0, measured(1.0 + i))
+    assert search.spec(0).reps == 5
     for i, c in enumerate(candidates):
-        engine.record_result(write, c, 1, measured(7.0 - i))
+        search.record_result(write, c, 1, measured(7.0 - i))
     # 15 pairs, all decided at rung 1 and all ranked backwards at rung 0: raised after 10
     [raised] = [e for e in write.events if e["kind"] == "fidelity"]
     assert "in only 0 of 10 pairs" in raised["message"]
     assert "rung 0 now times 10 repetitions over 2 input sets" in raised["message"]
-    assert engine.spec(0).reps == 10 and engine.search.agreement == [0, 5]
+    assert search.spec(0).reps == 10 and search.schedule.agreement == [0, 5]
     engine.commit(write)
     engine.lock.release()
     engine.store.close()
     again = resume_session(paths)
-    assert again.spec(0).reps == 10 and again.search.rung0_level == 1
+    assert again.search.spec(0).reps == 10 and again.search.schedule.rung0_level == 1
     assert again.snapshot()["rungs"][0]["reps"] == 10
     assert again.snapshot()["agreement"] == {
         "agreement": 0.0, "decided_pairs": 5, "rung0_level": 1,
@@ -69,13 +69,13 @@ def test_a_proxy_that_agrees_leaves_rung0_alone(tmp_path):
     paths = SessionPaths(tmp_path / "s")
     create_session(paths, SessionSettings("softmax", "sim", seed=1, limits={"evaluations": 99}))
     engine = resume_session(paths)
-    write = StepWrite()
-    engine.admit(write, [Proposal(f"# {i}\nclass ModelNew: pass\n", "t") for i in range(6)], None)
-    candidates = [engine.by_id[cid] for cid in engine.search.queue]
+    search, write = engine.search, StepWrite()
+    search.admit(write, [Proposal(f"# {i}\nclass ModelNew: pass\n", "t") for i in range(6)], None)
+    candidates = [search.by_id[cid] for cid in search.schedule.queue]
     for i, c in enumerate(candidates):
-        engine.record_result(write, c, 0, measured(1.0 + i))
-        engine.record_result(write, c, 1, measured(1.1 + i))
-    assert engine.search.agreement == [15, 15] and engine.spec(0).reps == 5
+        search.record_result(write, c, 0, measured(1.0 + i))
+        search.record_result(write, c, 1, measured(1.1 + i))
+    assert search.schedule.agreement == [15, 15] and search.spec(0).reps == 5
     assert not [e for e in write.events if e["kind"] == "fidelity"]
     engine.lock.release()
     engine.store.close()

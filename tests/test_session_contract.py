@@ -58,7 +58,7 @@ def test_a_session_writes_only_the_contracts_names(tmp_path):
     engine = resume_session(paths)
     try:
         engine.start()
-        while len(engine.population) < 3:
+        while len(engine.search.population) < 3:
             engine.step()
         for command in ["veto c0001", "pin c0002", "unpin c0002", "pin c9999", "pause", "unpause"]:
             send_command(paths, *command.split())
@@ -95,3 +95,34 @@ def test_the_tui_knows_every_state_and_kind():
 
     assert set(STATE_STYLES) == {*SEARCH_STATES, INTERRUPTED}
     assert set(ALARMING) <= set(EVENT_KINDS)
+
+
+def test_the_published_snapshot_is_the_sessions_state_after_every_step(tmp_path):
+    """snapshot.json keeps the rows of candidates that a step did not change: after every step
+    of a search with pins, vetoes and prunes it equals a snapshot built afresh."""
+    from engine.session_files import read_snapshot
+
+    paths = SessionPaths(tmp_path / "s")
+    create_session(paths, SessionSettings("softmax", "sim", seed=0, limits={"evaluations": 60}))
+    engine = resume_session(paths)
+    try:
+        engine.start()
+        going, step = True, 0
+        while going:
+            if step in (4, 12):  # one queued or evaluating, one measured
+                send_command(paths, "pin", engine.search.population[step // 4].id)
+                send_command(paths, "veto", engine.search.population[-1].id)
+            going = engine.step()
+            published = read_snapshot(paths)
+            fresh = engine.snapshot()
+            assert {
+                k: v for k, v in published.items() if k not in ("schema", "updated_at")
+            } == fresh
+            step += 1
+    finally:
+        engine.lock.release()
+        engine.store.close()
+    statuses = {c["status"] for c in published["candidates"]}
+    assert {"pruned", "vetoed", "done"} <= statuses and any(
+        c["pinned"] for c in published["candidates"]
+    )

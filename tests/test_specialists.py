@@ -216,9 +216,9 @@ def composed(tmp_path_factory):
     for seed in range(1, 16):
         paths = SessionPaths(root / f"g{seed}")
         engine = run_session(paths, COMPOSED, seed, 100)
-        best = engine.best()
+        best = engine.search.best()
         if best.origin == "composite":
-            return root, paths, engine, seed
+            return root, paths, engine.search, seed
     pytest.fail("no seed gave a composite that measures best")
 
 
@@ -229,14 +229,14 @@ def test_a_specialist_climbs_in_a_search(composed):
 
 
 def test_the_composite_is_gated_timed_and_censused_as_the_answer(composed):
-    _, paths, engine, _ = composed
-    [composite] = [c for c in engine.population if c.origin == "composite"]
+    _, paths, search, _ = composed
+    [composite] = [c for c in search.population if c.origin == "composite"]
     rung = composite.params["rung"]
-    assert rung == engine.top_rung and composite.status == "done"
-    winners = {label: c.id for label, c in engine.index.leaders[rung].items()}
+    assert rung == search.top_rung and composite.status == "done"
+    winners = {label: c.id for label, c in search.index.leaders[rung].items()}
     assert composite.params["winners"] == winners and len(set(winners.values())) > 1
     assert set(composite.results) == {rung}  # timed at its members' rung, nowhere else
-    assert engine.ledger.evaluations == 100  # charged like the census: not a budget evaluation
+    assert search.ledger.evaluations == 100  # charged like the census: not a budget evaluation
     kinds = [(e["kind"], e["candidate"]) for e in read_events(paths)][-4:]
     assert kinds == [
         ("generated", composite.id),
@@ -247,30 +247,30 @@ def test_the_composite_is_gated_timed_and_censused_as_the_answer(composed):
 
 
 def test_show_json_gives_the_per_shape_winners(composed):
-    root, paths, engine, _ = composed
+    root, paths, search, _ = composed
     data = show(paths.name, root)
     winners = data["shape_winners"]
-    assert winners["rung"] == engine.top_rung
+    assert winners["rung"] == search.top_rung
     assert list(winners["sizes"]) == ["full0", "full1", "full2"]
-    top = [c for c in engine.population if engine.top_rung in c.results]
+    top = [c for c in search.population if search.top_rung in c.results]
     for label, w in winners["sizes"].items():
         assert w["speedup_ci"][0] <= w["speedup"] <= w["speedup_ci"][1]
         fastest = max(
             (c for c in top if c.origin != "composite"),
-            key=lambda c: c.results[engine.top_rung].shapes[label][0],
+            key=lambda c: c.results[search.top_rung].shapes[label][0],
         )
         assert (w["id"], w["speedup"]) == (fastest.id, fastest.results[2].shapes[label][0])
-    assert data["best"]["id"] == next(c.id for c in engine.population if c.origin == "composite")
+    assert data["best"]["id"] == next(c.id for c in search.population if c.origin == "composite")
     text = kb("show", paths.name, sessions=root).stdout
-    assert f"per-size winners at rung {engine.top_rung}:" in text
+    assert f"per-size winners at rung {search.top_rung}:" in text
 
 
 def test_export_writes_the_composite(composed, softmax):
-    root, paths, engine, _ = composed
+    root, paths, search, _ = composed
     out = root / "answer.py"
     kb("export", paths.name, "-o", str(out), sessions=root)
     text = out.read_text()
-    best = engine.best()
+    best = search.best()
     assert f"candidate {best.id} for problem {COMPOSED}" in text and best.source in text
     assert "COMPOSITE_ROUTES = {" in text and "class ModelNew(ModelNew_kb0):" in text
     compile(text, str(out), "exec")
@@ -279,8 +279,8 @@ def test_export_writes_the_composite(composed, softmax):
 def test_resume_is_exact_around_the_composite(composed, tmp_path):
     """Stopped after each of the last steps (a kill after a commit: a step commits at once or
     not at all) and resumed, the search ends exactly as the uninterrupted one did."""
-    root, straight, engine, seed = composed
-    total = engine.search.step
+    root, straight, search, seed = composed
+    total = search.schedule.step
     for stop_at in (total - 2, total - 1):  # the composite planned, then evaluated
         paths = SessionPaths(tmp_path / f"k{stop_at}")
         create_session(
@@ -288,7 +288,7 @@ def test_resume_is_exact_around_the_composite(composed, tmp_path):
         )
         partial = resume_session(paths)
         partial.start()
-        while partial.search.step < stop_at and partial.step():
+        while partial.search.schedule.step < stop_at and partial.step():
             pass
         partial.lock.release()
         partial.store.close()

@@ -56,21 +56,22 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
     engine = resume_session(paths)
     try:
         engine.run(on_step=on_step)
-        best = engine.best()
+        search, ledger = engine.search, engine.search.ledger
+        best = search.best()
         return SearchOutcome(
             session=paths.name,
             best_id=best.id if best else None,
             best_source=best.source if best else None,
-            stop_reason=engine.search.stop_reason,
-            progress=[list(p) for p in engine.search.progress],
-            gpu_seconds_total=engine.ledger.gpu_seconds,
-            gpu_seconds_by_activity=dict(engine.ledger.gpu_seconds_by_activity),
-            cpu_seconds_by_activity=dict(engine.ledger.cpu_seconds_by_activity),
-            wall_seconds=engine.ledger.wall_seconds,
-            gpu_seconds_by_rung=dict(engine.ledger.gpu_seconds_by_rung),
-            evaluations=engine.ledger.evaluations,
-            candidates=len(engine.population),
-            ladder=engine.ladder,
+            stop_reason=search.schedule.stop_reason,
+            progress=[list(p) for p in search.schedule.progress],
+            gpu_seconds_total=ledger.gpu_seconds,
+            gpu_seconds_by_activity=dict(ledger.gpu_seconds_by_activity),
+            cpu_seconds_by_activity=dict(ledger.cpu_seconds_by_activity),
+            wall_seconds=ledger.wall_seconds,
+            gpu_seconds_by_rung=dict(ledger.gpu_seconds_by_rung),
+            evaluations=ledger.evaluations,
+            candidates=len(search.population),
+            ladder=search.ladder,
         )
     finally:
         engine.close()

@@ -2,8 +2,8 @@
 
     python -m engine.benchmarks.engine_overhead [--candidates 10000] [--steps 200]
 
-Overhead is a step's wall time minus the backend's evaluation time: scheduling, the two
-checkpoint transactions and publishing the snapshot. The session is filled with distinct
+Overhead is a step's wall time minus the backend's evaluation time: scheduling, the step's
+checkpoint transaction and publishing the snapshot. The session is filled with distinct
 candidates measured at rung 0 (variants of the offline generator's sources), as a long search
 would leave it.
 """
@@ -31,7 +31,8 @@ FILL_BATCH = 500  # candidates per transaction while filling the session
 
 def fill(engine: Engine, count: int) -> None:
     """Add `count` distinct candidates and measure each at rung 0."""
-    bases = [c.source for c in engine.population] or [p.source for p in coarse(engine)]
+    search = engine.search
+    bases = [c.source for c in search.population] or [p.source for p in coarse(engine)]
     added = 0
     while added < count:
         write = StepWrite()
@@ -40,12 +41,12 @@ def fill(engine: Engine, count: int) -> None:
             Proposal(f"{bases[i % len(bases)]}\n# variant {added + i}\n", "bench.variant", {}, "")
             for i in range(batch)
         ]
-        engine.admit(write, proposals, None)
-        for cid in list(engine.search.queue):
-            engine.search.queue.remove(cid)
-            c = engine.by_id[cid]
-            job = Slot(c.id, 0, job=engine.job_spec(c, 0)).eval_job(c.source)
-            engine.record_result(write, c, 0, engine.backend.evaluate(engine.problem, job))
+        search.admit(write, proposals, None)
+        for cid in list(search.schedule.queue):
+            search.schedule.queue.remove(cid)
+            c = search.by_id[cid]
+            job = Slot(c.id, 0, job=search.job_spec(c, 0)).eval_job(c.source)
+            search.record_result(write, c, 0, engine.backend.evaluate(engine.problem, job))
         engine.commit(write)
         added += batch
 
@@ -53,7 +54,7 @@ def fill(engine: Engine, count: int) -> None:
 def coarse(engine: Engine):
     from engine.generate.base import GenerationRequest
 
-    request = GenerationRequest(engine.problem, "coarse", 0, engine.rng)
+    request = GenerationRequest(engine.problem, "coarse", 0, engine.search.rng)
     return engine.generator.propose(request).proposals
 
 
@@ -95,7 +96,7 @@ def main() -> None:
     engine.start()
     t0 = time.perf_counter()
     fill(engine, args.candidates)
-    print(f"filled {len(engine.population)} candidates in {time.perf_counter() - t0:.1f} s")
+    print(f"filled {len(engine.search.population)} candidates in {time.perf_counter() - t0:.1f} s")
 
     engine.backend = engine.devices.backends[0] = TimedBackend(engine.backend)
     overheads = []
@@ -116,7 +117,7 @@ def main() -> None:
     resumed.lock.release()
     resumed.store.close()
 
-    n = len(resumed.population)
+    n = len(resumed.search.population)
     size_mb = paths.database.stat().st_size / 2**20
     ms = sorted(1000 * o for o in overheads)
     print(f"candidates in session:        {n}")

@@ -78,7 +78,6 @@ def cmd_ls(args) -> int:
 def show_data(paths: SessionPaths) -> dict:
     """The engine's snapshot while one runs; otherwise the full view from the store."""
     from engine.compose import open_view
-    from engine.search import report
     from engine.session.store import StoreError
 
     if engine_running(paths):
@@ -91,7 +90,7 @@ def show_data(paths: SessionPaths) -> dict:
     except StoreError as exc:
         raise UsageError(str(exc)) from exc
     try:
-        return as_shown(paths, report.snapshot(view, all_rows=True), engine_alive=False)
+        return as_shown(paths, view.snapshot(all_rows=True), engine_alive=False)
     finally:
         view.store.close()
 

@@ -207,7 +207,7 @@ def run_headless(paths: SessionPaths) -> int:
             engine.close()
             engine.store.close()
     print(progress_line(engine.last_snapshot), file=sys.stderr)
-    print(f"{state}: {engine.search.stop_reason}", file=sys.stderr)
+    print(f"{state}: {engine.search.schedule.stop_reason}", file=sys.stderr)
     return 0
 
 

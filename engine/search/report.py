@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from engine.backends.devices import Slot
+from engine.records import Candidate
 from engine.search.specialists import winners_summary
-from engine.session.publish import candidate_row, snapshot_rows
+from engine.search.state import Search
+from engine.session.publish import SNAPSHOT_ROWS, SnapshotRows, candidate_row
 
 
-def ledger_summary(engine_like) -> dict:
-    ledger = engine_like.ledger
-    top_spent = sum(c.gpu_seconds for c in engine_like.index.measured(engine_like.top_rung))
+def ledger_summary(search: Search) -> dict:
+    ledger = search.ledger
+    top_spent = sum(c.gpu_seconds for c in search.index.measured(search.top_rung))
     return {
         "gpu_seconds": round(ledger.gpu_seconds, 6),
         "gpu_seconds_by_rung": {
@@ -39,13 +41,13 @@ def _index(item: tuple[str, float]) -> int:
     return int(item[0])
 
 
-def device_summary(engine_like) -> list[dict]:
+def device_summary(search: Search) -> list[dict]:
     """Each device of the session (its index, the GPU it is): the evaluation planned on it now,
     if any, and the GPU-seconds and evaluations it has spent."""
-    ledger = engine_like.ledger
-    planned = {slot.device: slot for slot in map(Slot.from_list, engine_like.search.inflight)}
+    ledger = search.ledger
+    planned = {slot.device: slot for slot in map(Slot.from_list, search.schedule.inflight)}
     out = []
-    for index, gpu in enumerate(engine_like.settings.gpus):
+    for index, gpu in enumerate(search.settings.gpus):
         slot = planned.get(index)
         out.append(
             {
@@ -59,8 +61,8 @@ def device_summary(engine_like) -> list[dict]:
     return out
 
 
-def best_summary(engine_like) -> dict | None:
-    best = engine_like.best()
+def best_summary(search: Search) -> dict | None:
+    best = search.best()
     if best is None:
         return None
     r = best.best_result
@@ -72,11 +74,11 @@ def best_summary(engine_like) -> dict | None:
     }
 
 
-def rung_summary(engine_like) -> list[dict]:
+def rung_summary(search: Search) -> list[dict]:
     out = []
-    for rung in range(len(engine_like.ladder)):
-        spec = engine_like.spec(rung)  # as measured now: rung 0 at its current fidelity
-        measured = engine_like.index.measured(spec.index)
+    for rung in range(len(search.ladder)):
+        spec = search.spec(rung)  # as measured now: rung 0 at its current fidelity
+        measured = search.index.measured(spec.index)
         out.append(
             {
                 "index": spec.index,
@@ -85,54 +87,75 @@ def rung_summary(engine_like) -> list[dict]:
                 "input_sets": spec.input_sets,
                 "profile": spec.profile,
                 "measured": len(measured),
-                "promoted": len(engine_like.index.measured(spec.index + 1)),
+                "promoted": len(search.index.measured(spec.index + 1)),
             }
         )
     return out
 
 
-def agreement_summary(engine_like) -> dict:
+def agreement_summary(search: Search) -> dict:
     """How well rung 0 ranks as rung 1 does, since its fidelity last changed."""
-    agree, decided = engine_like.search.agreement
+    agree, decided = search.schedule.agreement
     return {
         "agreement": round(agree / decided, 4) if decided else None,
         "decided_pairs": decided,
-        "rung0_level": engine_like.search.rung0_level,
+        "rung0_level": search.schedule.rung0_level,
     }
 
 
-def budget_summary(engine_like) -> dict:
-    limits = dict(engine_like.limits)
-    return {"limits": limits, "left": engine_like.ledger.left(limits)}
+def budget_summary(search: Search) -> dict:
+    limits = dict(search.limits)
+    return {"limits": limits, "left": search.ledger.left(limits)}
 
 
-def snapshot(engine_like, all_rows: bool = False) -> dict:
-    search = engine_like.search
-    rows = engine_like.population if all_rows else snapshot_rows(engine_like, search.queue)
-    settings = engine_like.settings
+def snapshot_rows(search: Search) -> list[Candidate]:
+    """A bounded, useful subset: the pinned, the queue's head, the best of each rung, the recent."""
+    population = search.population
+    if len(population) <= SNAPSHOT_ROWS:
+        return population
+    chosen: dict[str, Candidate] = {}
+    groups = [
+        list(search.pinned.values()),
+        [search.by_id[i] for i in search.schedule.queue[:100]],
+        *(search.index.measured(r)[:100] for r in range(search.top_rung, -1, -1)),
+        population[-100:],
+    ]
+    for group in groups:
+        for c in group:
+            chosen.setdefault(c.id, c)
+    return sorted(chosen.values(), key=lambda c: c.seq)[:SNAPSHOT_ROWS]
+
+
+def snapshot(search: Search, session: str, engine_pid: int | None, all_rows: bool = False,
+             kept: SnapshotRows | None = None) -> dict:  # fmt: skip
+    """What clients see of `search` (docs/session-format.md): every candidate's row or a bounded
+    subset (`kept` holds the rows of candidates unchanged since the last snapshot)."""
+    schedule = search.schedule
+    rows = search.population if all_rows else snapshot_rows(search)
+    settings = search.settings
     return {
-        "session": engine_like.paths.name,
+        "session": session,
         "problem": settings.problem,
         "backend": settings.backend,
         "generator": settings.generator,
-        "state": search.state,
-        "stop_reason": search.stop_reason,
-        "engine_pid": engine_like.engine_pid,
-        "step": search.step,
+        "state": schedule.state,
+        "stop_reason": schedule.stop_reason,
+        "engine_pid": engine_pid,
+        "step": schedule.step,
         "seed": settings.seed,
         "precision_policy": settings.precision_policy,
         "allowed_torch_ops": list(settings.allowed_torch_ops),
         "timings_meaningful": settings.backend != "cpu",
-        "best": best_summary(engine_like),
-        "shape_winners": winners_summary(engine_like),
-        "budget": budget_summary(engine_like),
-        "ledger": ledger_summary(engine_like),
-        "devices": device_summary(engine_like),
-        "progress": search.progress,
-        "rungs": rung_summary(engine_like),
-        "agreement": agreement_summary(engine_like),
-        "candidates_total": len(engine_like.population),
-        "candidates": [candidate_row(c) for c in rows],
-        "queue": list(search.queue),
-        "commands": engine_like.commands(),
+        "best": best_summary(search),
+        "shape_winners": winners_summary(search),
+        "budget": budget_summary(search),
+        "ledger": ledger_summary(search),
+        "devices": device_summary(search),
+        "progress": schedule.progress,
+        "rungs": rung_summary(search),
+        "agreement": agreement_summary(search),
+        "candidates_total": len(search.population),
+        "candidates": kept.rows(rows) if kept else [candidate_row(c) for c in rows],
+        "queue": list(schedule.queue),
+        "commands": search.command_log,
     }

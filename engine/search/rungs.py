@@ -9,7 +9,7 @@ rung 0  race:    every full size, 1 warm-up, 5 repetitions, 1 input set. Cheap e
 rung 1  compare: every full size, 20 repetitions, 2 input sets, and one Nsight Compute profile
                  (on the largest size) whose diagnosis guides the mutations of the survivors:
                  once per strategy, and only while profiles hold at most a quarter of the
-                 GPU-seconds spent (engine.search.engine.PROFILE_SHARE).
+                 GPU-seconds spent (engine.search.state.PROFILE_SHARE).
 rung 2  confirm: every full size, 100 repetitions, 4 input sets. Only the best reach it; its
                  numbers are the ones a result reports.
 

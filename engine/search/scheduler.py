@@ -17,6 +17,10 @@ composite of leaders (engine.generate.composite) dispatches to them and leads no
 from __future__ import annotations
 
 import bisect
+import heapq
+from collections.abc import Iterable, Iterator
+from itertools import chain, islice
+from operator import attrgetter
 
 from engine.generate.composite import ORIGIN as COMPOSITE
 from engine.records import Candidate
@@ -73,14 +77,20 @@ class RungIndex:
     def measured(self, rung: int) -> list[Candidate]:
         return self.items.get(rung, [])
 
+    def position(self, c: Candidate, rung: int) -> int:
+        """Where `c` stands in the rung's ranking (it must be measured there)."""
+        return bisect.bisect_left(self.measured(rung), self.rank(rung)(c), key=self.rank(rung))
 
-def first_in_rank(by_score: list[Candidate], rung: int) -> Candidate:
-    """The first of a score-ordered list once near-ties are settled: among the leader and those
-    whose intervals overlap the leader's, the one with fewer samples at the rung (then the
-    better score, the older)."""
-    leader = by_score[0].results[rung]
-    ties = []
-    for c in by_score:
+
+def first_in_rank(by_score: Iterable[Candidate], rung: int) -> Candidate:
+    """The first of a score-ordered sequence once near-ties are settled: among the leader and
+    those whose intervals overlap the leader's, the one with fewer samples at the rung (then the
+    better score, the older). Reads the sequence only as far as the leader's near-ties."""
+    ordered = iter(by_score)
+    first = next(ordered)
+    leader = first.results[rung]
+    ties = [first]
+    for c in ordered:
         if c.results[rung].high < leader.low:
             break
         ties.append(c)
@@ -96,14 +106,14 @@ def less_measured(rung: int):
     return lambda c: (c.results[rung].samples, -c.results[rung].score, c.seq)
 
 
-def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], list[Candidate]]:
-    """The best k of the rung, as (those clearly above the cutoff, in score order; the near-ties
-    of the cutoff that fill the rest). Near-ties are the candidates whose intervals overlap the
-    cutoff's; they are settled less-measured first, so a near-tie at the cutoff goes to the one
-    with fewer samples."""
+def quota_split(index: RungIndex, rung: int, k: int) -> tuple[int, list[Candidate]]:
+    """The best k of the rung, as (how many of its ranking lie clearly above the cutoff, the
+    near-ties of the cutoff that fill the rest). Near-ties are the candidates whose intervals
+    overlap the cutoff's; they are settled less-measured first, so a near-tie at the cutoff goes
+    to the one with fewer samples. A count, not a copy: rung 0's quota holds thousands."""
     by_score = index.measured(rung)
     if k == 0 or k >= len(by_score):
-        return list(by_score[:k]), []
+        return min(k, len(by_score)), []
     cutoff = by_score[k - 1].results[rung]
     first = k - 1
     while first > 0 and by_score[first - 1].results[rung].low <= cutoff.high:
@@ -111,7 +121,7 @@ def top_members(index: RungIndex, rung: int, k: int) -> tuple[list[Candidate], l
     last = k
     while last < len(by_score) and by_score[last].results[rung].high >= cutoff.low:
         last += 1
-    return by_score[:first], sorted(by_score[first:last], key=less_measured(rung))[: k - first]
+    return first, sorted(by_score[first:last], key=less_measured(rung))[: k - first]
 
 
 def specialists(index: RungIndex, rung: int) -> list[Candidate]:
@@ -125,25 +135,46 @@ def specialists(index: RungIndex, rung: int) -> list[Candidate]:
 def specialty(index: RungIndex, c: Candidate, rung: int) -> str:
     """Why `c` may climb from `rung` although outside the quota: the shapes it leads there; or
     empty when the quota holds it (or it is pinned)."""
-    k = quota(len(index.measured(rung)))
-    leading, straddling = top_members(index, rung, k)
-    if c.pinned or any(c is other for other in leading + straddling):
+    leading, straddling = quota_split(index, rung, quota(len(index.measured(rung))))
+    if c.pinned or index.position(c, rung) < leading or any(c is o for o in straddling):
         return ""
     leads = [label for label, held in index.leaders.get(rung, {}).items() if held is c]
     return f" (a specialist: leads at {', '.join(leads)})" if leads else ""
 
 
-def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
+def promotable_in_rank(index: RungIndex, rung: int, eta: int = ETA) -> Iterator[Candidate]:
     """Waiting candidates among the best 1/eta of the rung, and (once the rung has a quota) the
-    waiting leaders of its shapes, best score first."""
-    k = quota(len(index.measured(rung)), eta)
-    leading, straddling = top_members(index, rung, k)
-    chosen = [c for c in leading if waiting(c, rung)] + sorted(
-        (c for c in straddling if waiting(c, rung)), key=RungIndex.rank(rung)
-    )
+    waiting leaders of its shapes, best score first; lazily, since a promotion reads only the
+    head of a quota that holds thousands at rung 0 of a long search."""
+    rank = RungIndex.rank(rung)
+    by_score = index.measured(rung)
+    k = quota(len(by_score), eta)
+    leading, straddling = quota_split(index, rung, k)
+    chosen = (c for c in islice(by_score, leading) if waiting(c, rung))
+    near_ties = sorted((c for c in straddling if waiting(c, rung)), key=rank)
     leaders = [c for c in specialists(index, rung) if waiting(c, rung)] if k else []
-    extra = [c for c in leaders if not any(c is other for other in chosen)]
-    return sorted(chosen + extra, key=RungIndex.rank(rung)) if extra else chosen
+    extra = [c for c in leaders if index.position(c, rung) >= leading
+             and not any(c is other for other in near_ties)]  # fmt: skip
+    return heapq.merge(chosen, near_ties, sorted(extra, key=rank), key=rank)
+
+
+def promotable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
+    """promotable_in_rank, all of it."""
+    return list(promotable_in_rank(index, rung, eta))
+
+
+def outside_quota(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
+    """The waiting candidates of the rung that are not promotable, oldest first: what an audit
+    promotion draws from."""
+    by_score = index.measured(rung)
+    k = quota(len(by_score), eta)
+    leading, straddling = quota_split(index, rung, k)
+    held = set(map(id, straddling)) | (set(map(id, specialists(index, rung))) if k else set())
+    rest = islice(by_score, leading, None)
+    # waiting(c, rung), inlined: this reads thousands of candidates at rung 0
+    outside = [c for c in rest if c.status == "alive" and c.rung == rung and id(c) not in held]
+    outside.sort(key=attrgetter("seq"))
+    return outside
 
 
 def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta: int = ETA):
@@ -152,9 +183,10 @@ def next_promotion(index: RungIndex, pinned: list[Candidate], top_rung: int, eta
         for c in sorted(pinned, key=lambda c: c.seq):
             if waiting(c, rung):
                 return c, rung + 1
-        chosen = promotable(index, rung, eta)
-        if chosen:
-            return first_in_rank(chosen, rung), rung + 1
+        chosen = promotable_in_rank(index, rung, eta)
+        head = next(chosen, None)
+        if head is not None:
+            return first_in_rank(chain([head], chosen), rung), rung + 1
     return None
 
 
@@ -165,8 +197,8 @@ def prunable(index: RungIndex, rung: int, eta: int = ETA) -> list[Candidate]:
     k = quota(len(measured), eta)
     if k == 0:
         return []
-    leading, straddling = top_members(index, rung, k)
-    cutoff = (straddling or leading)[-1].results[rung]
+    leading, straddling = quota_split(index, rung, k)
+    cutoff = (straddling[-1] if straddling else measured[leading - 1]).results[rung]
     leaders = set(map(id, specialists(index, rung)))
     out = []
     for c in reversed(measured):

@@ -14,6 +14,7 @@ from engine.session_files import (
     SessionPaths,
     read_json,
     write_json_atomic,
+    write_text_atomic,
 )
 
 SNAPSHOT_SCHEMA = 1
@@ -41,22 +42,37 @@ def candidate_row(c: Candidate) -> dict:
     }
 
 
-def snapshot_rows(engine_like, queue: list[str]) -> list[Candidate]:
-    """A bounded, useful subset: the pinned, the queue's head, the best of each rung, the recent."""
-    population = engine_like.population
-    if len(population) <= SNAPSHOT_ROWS:
-        return population
-    chosen: dict[str, Candidate] = {}
-    groups = [
-        list(engine_like.pinned.values()),
-        [engine_like.by_id[i] for i in queue[:100]],
-        *(engine_like.index.measured(r)[:100] for r in range(engine_like.top_rung, -1, -1)),
-        population[-100:],
-    ]
-    for group in groups:
-        for c in group:
-            chosen.setdefault(c.id, c)
-    return sorted(chosen.values(), key=lambda c: c.seq)[:SNAPSHOT_ROWS]
+SEPARATORS = (",", ":")
+
+
+class SnapshotRows:
+    """The snapshot's candidate rows, each kept with its JSON until a step changes its candidate:
+    a step changes a few candidates, while the snapshot lists up to SNAPSHOT_ROWS of them."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[dict, str]] = {}
+
+    def changed(self, candidates: list[Candidate]) -> None:
+        """Forget the rows of `candidates` (those a step committed)."""
+        for c in candidates:
+            self._kept.pop(c.id, None)
+
+    def rows(self, candidates: list[Candidate]) -> list[dict]:
+        """The rows of `candidates`, in order; only these are kept from now on."""
+        kept = {}
+        for c in candidates:
+            kept[c.id] = self._kept.get(c.id) or _encoded_row(c)
+        self._kept = kept
+        return [row for row, _ in kept.values()]
+
+    def encoded(self) -> list[str]:
+        """The JSON of the rows that `rows` last returned, in the same order."""
+        return [text for _, text in self._kept.values()]
+
+
+def _encoded_row(c: Candidate) -> tuple[dict, str]:
+    row = candidate_row(c)
+    return row, json.dumps(row, separators=SEPARATORS)
 
 
 def candidate_detail(c: Candidate, evaluations: list[dict]) -> dict:
@@ -120,10 +136,19 @@ def rewrite_events(paths: SessionPaths, events: list[dict]) -> None:
     tmp.replace(paths.events)
 
 
-def write_snapshot(paths: SessionPaths, snapshot: dict) -> None:
+def write_snapshot(paths: SessionPaths, snapshot: dict, encoded_rows: list[str] | None = None):
+    """Publish `snapshot`; `encoded_rows`, when given, is the JSON of its candidate rows."""
     check_contract("state", [snapshot["state"]], SEARCH_STATES)
     check_contract("status", (c["status"] for c in snapshot["candidates"]), CANDIDATE_STATUSES)
     check_contract("command status", (c["status"] for c in snapshot["commands"]), COMMAND_STATUSES)
-    write_json_atomic(
-        paths.snapshot, {"schema": SNAPSHOT_SCHEMA, "updated_at": time.time(), **snapshot}
-    )
+    data = {"schema": SNAPSHOT_SCHEMA, "updated_at": time.time(), **snapshot}
+    if encoded_rows is None:
+        write_text_atomic(paths.snapshot, json.dumps(data, separators=SEPARATORS))
+        return
+    parts = [
+        f'"candidates":[{",".join(encoded_rows)}]'
+        if key == "candidates"
+        else f"{json.dumps(key)}:{json.dumps(value, separators=SEPARATORS)}"
+        for key, value in data.items()
+    ]
+    write_text_atomic(paths.snapshot, "{" + ",".join(parts) + "}")

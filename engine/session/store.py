@@ -64,9 +64,14 @@ def interrupts_deferred():
             signal.raise_signal(signal.SIGINT)
 
 
+# A step writes a few rows in eight small statements: a second thread only adds scheduling to
+# each (commits 16.5 -> 14.5 ms median at 10,000 candidates, interleaved in one process).
+DUCKDB_CONFIG = {"threads": 1}
+
+
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        return duckdb.connect(str(path), read_only=read_only, config=DUCKDB_CONFIG)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

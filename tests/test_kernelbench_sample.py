@@ -51,7 +51,7 @@ CASES = [
 ]
 
 
-@pytest.mark.slow  # about 10 minutes for the 48 on two cores
+@pytest.mark.slow  # about 6 minutes for the 48 on two cores
 @pytest.mark.parametrize(("level", "category", "name", "family"), CASES)
 def test_a_gate_passing_kernel_among_the_first_evaluations(level, category, name, family):
     problem = load_problem(str(sample_path(level, name)))

@@ -43,8 +43,7 @@ def scalable_constants(module: ModuleType, literal_sizes: bool) -> dict:
     return {
         name: value
         for name, value in vars(module).items()
-        if scalable(value) and not name.startswith("_")
-        and literal_sizes == name.startswith(PREFIX)
+        if scalable(value) and not name.startswith("_") and literal_sizes == name.startswith(PREFIX)
     }
 
 
@@ -90,9 +89,11 @@ def derive_tiny(module: ModuleType) -> tuple[Size, str] | None:
     when none of those runs either (a pooling chain wants spatial sizes that the batch's cut
     would take), the largest constant is halved, one at a time, while the shapes work out."""
     constants = scalable_constants(module, literal_sizes=False)
-    values = uniform_cut(module, constants)
+    values = uniform_cut(module, constants) if constants else None
     if values is None:  # sizes written into get_inputs too: scale them with the constants
         constants |= scalable_constants(module, literal_sizes=True)
+        if not constants:
+            return None
         values = uniform_cut(module, constants) or halving_cut(module, constants)
     if values is None:
         return None
@@ -124,19 +125,23 @@ def largest(value) -> int:
     return max(value) if type(value) is tuple else value
 
 
+def halved(module: ModuleType, values: dict) -> dict | None:
+    """`values` with the largest constant halved (the next largest where the shapes do not work
+    out or the inputs would drop below MIN_ELEMENTS); None when none can be."""
+    for name in sorted(values, key=lambda n: -largest(values[n])):
+        trial = {**values, name: scaled(values[name], 2)}
+        if trial[name] == values[name] or not runs_on_meta(module, {MODULE_GLOBALS: trial}):
+            continue
+        if input_elements(module, {MODULE_GLOBALS: trial}) >= MIN_ELEMENTS:
+            return trial
+    return None
+
+
 def halving_cut(module: ModuleType, constants: dict) -> dict | None:
-    """`constants` with the largest halved, one at a time (the next largest where the shapes do
-    not work out), while the inputs keep MIN_ELEMENTS; None when that does not fit and run."""
+    """`constants` halved one at a time as far as they go; None when that does not fit and
+    run."""
     values = dict(constants)
-    while True:
-        for name in sorted(values, key=lambda n: -largest(values[n])):
-            trial = {**values, name: scaled(values[name], 2)}
-            if trial[name] == values[name] or not runs_on_meta(module, {MODULE_GLOBALS: trial}):
-                continue
-            if input_elements(module, {MODULE_GLOBALS: trial}) >= MIN_ELEMENTS:
-                values = trial
-                break
-        else:
-            break
+    while (smaller := halved(module, values)) is not None:
+        values = smaller
     changed = {n: v for n, v in values.items() if v != constants[n]}
     return changed if fits(module, values) else None

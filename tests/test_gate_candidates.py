@@ -58,6 +58,7 @@ def test_valid_candidate_for_each_builtin_passes(backend, problem):
         ("softmax_zeros", "constant_output", "all zeros"),
         ("softmax_constant", "constant_output", "constant 0.5"),
         ("softmax_nan", "nan_output", "NaN"),
+        ("softmax_truncated_mantissa", "wrong_output", "exceeds the tolerance"),
         ("softmax_partial", "unwritten_output", "600 of 1200"),
         ("softmax_mutates", "mutates_input", "input 0"),
         ("softmax_calls_torch", "calls_replaced_operator", "torch.softmax"),

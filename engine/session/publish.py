@@ -143,7 +143,7 @@ def write_snapshot(paths: SessionPaths, snapshot: dict, encoded_rows: list[str] 
     check_contract("command status", (c["status"] for c in snapshot["commands"]), COMMAND_STATUSES)
     data = {"schema": SNAPSHOT_SCHEMA, "updated_at": time.time(), **snapshot}
     if encoded_rows is None:
-        write_text_atomic(paths.snapshot, json.dumps(data, separators=SEPARATORS))
+        write_json_atomic(paths.snapshot, data)
         return
     parts = [
         f'"candidates":[{",".join(encoded_rows)}]'

@@ -5,11 +5,14 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from engine.bench.kernelbench import kernelbench_metrics
+from engine.bench.kernelbench import kernelbench_metrics, metrics_lines
+from engine.bench.runner import BenchPlan, with_metrics
+from engine.problems import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ROOT / "tests" / "problems_kernelbench"
@@ -72,6 +75,48 @@ def test_kernelbench_metrics_count_skipped_files_as_not_correct(kernelbench_run)
     markdown = (out / "sim.md").read_text()
     assert "## KernelBench metrics" in markdown and "4 problems" in markdown
     assert "3_Broken.py" in markdown
+
+
+def bench_files(out, *files):
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", "bench", *map(str, files), "--backend", "sim",
+         "--budget-per-problem", "4evals", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_a_set_benched_by_several_commands_gets_its_metrics_over_the_whole_set(tmp_path):
+    """Files named one by one are KernelBench files too: one that does not load is reported,
+    not fatal; a second command into the same --out adds its files to the same metrics."""
+    broken = tmp_path / "3_Broken.py"
+    broken.write_text("class Model(:\n")
+    first = bench_files(tmp_path / "out", OURS / "softmax_no_sizes.py", broken)
+    assert first.returncode == 0, first.stderr
+    assert "3_Broken.py: skipped" in first.stderr
+    metrics = json.loads((tmp_path / "out" / "sim.json").read_text())["kernelbench"]
+    assert metrics["problems"] == 2 and set(metrics["per_problem"]) == {"softmax_no_sizes"}
+    second = bench_files(tmp_path / "out", OURS / "groupconv_no_sizes.py")
+    assert second.returncode == 0, second.stderr
+    metrics = json.loads((tmp_path / "out" / "sim.json").read_text())["kernelbench"]
+    assert metrics["problems"] == 3 and metrics["unfinished"] == []
+    assert set(metrics["per_problem"]) == {"softmax_no_sizes", "groupconv_no_sizes"}
+    assert {Path(f).name for f in metrics["skipped"]} == {"3_Broken.py"}
+
+
+def test_a_problem_not_timed_yet_is_unfinished_not_failed():
+    """Results written while the bench is still on problem b (or after it was cut short)."""
+    plan = BenchPlan(problems=("a.py", "b.py"), ablation=(), backend="sim", limits={}, seed=0,
+                     out=Path("."), command="", kernelbench=("a.py", "b.py"))  # fmt: skip
+    softmax = load_problem(str(OURS / "softmax_no_sizes.py"))
+    problems = {spec: replace(softmax, name=spec[0]) for spec in plan.problems}
+    rows = [{"problem": "a", "best_candidate": "c1", "speedup_eager": 2.0,
+             "speedup_compile": 1.0, "precision_policy": "strict"}]  # fmt: skip
+    searches = {"a/ladder": {"best_candidate": "c1", "gpu_seconds_total": 5.0}}
+    results = {"runs": [{"precision_policy": "strict"}], "rows": rows, "searches": searches}
+    metrics = with_metrics(plan, results, problems, {})["kernelbench"]
+    assert metrics["problems"] == 1 and metrics["unfinished"] == ["b"]
+    assert metrics["correct"] == 1.0 and metrics["fast_2_eager"] == 0.0
+    assert metrics_lines(metrics)[0].startswith("1 problems (1 more not timed yet: b)")
 
 
 def test_metrics_follow_kernelbench_definitions():

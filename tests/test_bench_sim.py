@@ -198,8 +198,6 @@ def test_usage_errors_come_before_any_search(tmp_path):
 
 def test_later_commands_add_their_problems_to_the_same_results(tmp_path):
     bench("softmax", "--backend", "sim", "--budget-per-problem", "3evals", "--out", str(tmp_path))
-    out = bench("softmax", "--backend", "sim", "--out", str(tmp_path), check=False)
-    assert out.returncode == 2 and "exists from an earlier bench" in out.stderr
     bench("rmsnorm", "--backend", "sim", "--budget-per-problem", "3evals", "--out", str(tmp_path))
     results = json.loads((tmp_path / "sim.json").read_text())
     assert [run["problems"] for run in results["runs"]] == [["softmax"], ["rmsnorm"]]
@@ -209,6 +207,42 @@ def test_later_commands_add_their_problems_to_the_same_results(tmp_path):
     assert set(results["searches"]) == {"softmax/ladder", "rmsnorm/ladder"}
     text = (tmp_path / "sim.md").read_text()
     assert all(run["command"] in text for run in results["runs"])
+
+
+def test_a_bench_run_again_resumes_its_searches_and_times_again(tmp_path):
+    args = ["softmax", "rmsnorm", "--backend", "sim", "--budget-per-problem", "3evals",
+            "--ablation", "softmax", "--out", str(tmp_path)]  # fmt: skip
+    bench(*args)
+    first = json.loads((tmp_path / "sim.json").read_text())
+    sessions = sorted((tmp_path / "sessions").iterdir())
+    evaluations = [count_evaluations(s) for s in sessions]
+    bench(*args)
+    again = json.loads((tmp_path / "sim.json").read_text())
+    assert [count_evaluations(s) for s in sorted((tmp_path / "sessions").iterdir())] == evaluations
+    assert again["searches"].keys() == first["searches"].keys()
+    assert [s["evaluations"] for s in again["searches"].values()] == [3, 3, 3]
+    assert len(again["runs"]) == 2 and len(again["ablation"]) == 1
+    assert [r["run"] for r in again["rows"]] == [1] * len(first["rows"])  # timed again
+
+
+def count_evaluations(session_folder):
+    store = Store(session_folder / "state.duckdb", read_only=True)
+    try:
+        return store.db.execute("SELECT count(*) FROM evaluations").fetchone()[0]
+    finally:
+        store.close()
+
+
+def test_a_bench_with_other_settings_does_not_resume_a_kept_search(tmp_path):
+    bench("softmax", "--backend", "sim", "--budget-per-problem", "3evals", "--out", str(tmp_path))
+    out = bench("softmax", "--backend", "sim", "--budget-per-problem", "5evals", "--seed", "1",
+                "--out", str(tmp_path), check=False)  # fmt: skip
+    assert out.returncode == 2
+    assert "softmax-ladder is from an earlier bench with other settings" in out.stderr
+    assert "seed 0 (now 1)" in out.stderr and "limits {'evaluations': 3" in out.stderr
+    (tmp_path / "sessions" / "softmax-ladder" / "state.duckdb").unlink()
+    out = bench("softmax", "--backend", "sim", "--out", str(tmp_path), check=False)
+    assert out.returncode == 2 and "softmax-ladder holds no session" in out.stderr
 
 
 def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):

@@ -87,8 +87,11 @@ def metrics_lines(metrics: dict) -> list[str]:
         value = metrics[key]
         return "-" if value is None else f"{value:.2f}x"
 
+    unfinished = metrics.get("unfinished", [])
+    pending = f" ({len(unfinished)} more not timed yet: {', '.join(unfinished)})"
     lines = [
-        f"{metrics['problems']} problems; correct {share('correct')}; GPU-s per problem "
+        f"{metrics['problems']} problems{pending if unfinished else ''}; "
+        f"correct {share('correct')}; GPU-s per problem "
         + (
             "-"
             if metrics["gpu_seconds_per_problem"] is None

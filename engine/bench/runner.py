@@ -20,6 +20,7 @@ from engine.compose import create_session
 from engine.generate.base import GeneratorError
 from engine.problems import ProblemError, load_problem
 from engine.session.settings import SessionSettings
+from engine.session.store import Store
 from engine.session_files import SessionPaths
 
 
@@ -94,12 +95,38 @@ def load_problems(plan: BenchPlan, skipped: dict[str, str]) -> dict:
             raise BenchError(f"two problems named {problems[spec].name}: bench each once")
         names.add(problems[spec].name)
         for kind in ("ladder", "flat"):
-            paths = plan.session(problems[spec].name, kind)
-            if paths.root.exists():
-                raise BenchError(
-                    f"{paths.root} exists from an earlier bench: choose another --out or remove it"
-                )
+            check_resumable(plan, spec, plan.session(problems[spec].name, kind))
     return problems
+
+
+# What a session kept from an earlier bench must share with this one for the bench to resume it.
+RESUMED_SETTINGS = ("backend", "seed", "limits", "precision_policy", "gpus")
+
+
+def check_resumable(plan: BenchPlan, spec: str, paths: SessionPaths) -> None:
+    """A session folder an earlier bench into the same --out left (one cut short, say) is resumed:
+    its search goes on from its checkpoint, or not at all when it had finished. It must have been
+    made with this bench's budget, seed, backend, precision and devices."""
+    if not paths.root.exists():
+        return
+    if not paths.database.exists():
+        raise BenchError(f"{paths.root} holds no session: remove it or choose another --out")
+    store = Store(paths.database, read_only=True)
+    try:
+        kept = store.settings()
+    finally:
+        store.close()
+    wanted = plan.settings(spec)
+    differ = [
+        f"{name} {getattr(kept, name)!r} (now {getattr(wanted, name)!r})"
+        for name in RESUMED_SETTINGS
+        if getattr(kept, name) != getattr(wanted, name)
+    ]
+    if differ:
+        raise BenchError(
+            f"{paths.root} is from an earlier bench with other settings: {'; '.join(differ)}. "
+            "Rerun with that bench's options to resume it, or choose another --out"
+        )
 
 
 def create_ladder_sessions(plan: BenchPlan, problems: dict, skipped: dict[str, str]) -> None:
@@ -109,6 +136,8 @@ def create_ladder_sessions(plan: BenchPlan, problems: dict, skipped: dict[str, s
     try:
         for spec, problem in list(problems.items()):
             paths = plan.session(problem.name, "ladder")
+            if paths.root.exists():
+                continue  # resumed (check_resumable)
             try:
                 create_session(paths, plan.settings(spec))
             except GeneratorError as exc:
@@ -185,7 +214,8 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
                 replay_from=str(replayed),
                 ladder=flat_ladder(ladder.ladder),
             )
-            create_session(flat_paths, flat_settings)
+            if not flat_paths.root.exists():
+                create_session(flat_paths, flat_settings)
             flat = run_search(flat_paths, on_step)
             results["searches"][f"{plan.tag(problem.name)}/flat"] = _summary(flat)
         labels = list(ladder.ladder[-1].size_labels)
@@ -205,11 +235,25 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
 
 
 def with_metrics(plan: BenchPlan, results: dict, problems: dict, skipped: dict) -> dict:
-    """`results` with KernelBench's metrics over this command's KernelBench set (built-ins
-    benched beside it and earlier commands into the same folder are not part of it)."""
-    if plan.kernelbench:
-        names = [p.name for spec, p in problems.items() if spec in plan.kernelbench]
-        searches = {n: results["searches"].get(f"{plan.tag(n)}/ladder", {}) for n in names}
-        rows = [r for r in results["rows"] if r["precision_policy"] == plan.precision_policy]
-        results["kernelbench"] = kernelbench_metrics(names, skipped, rows, searches)
+    """`results` with KernelBench's metrics over every KernelBench file benched into this --out
+    under this precision, by this command or earlier ones (a set too large for one sitting is
+    benched by several commands); a problem not timed yet (the bench is still on it, or was cut
+    short) is listed as unfinished, not counted."""
+    run = results["runs"][-1]
+    run["kernelbench"] = [p.name for spec, p in problems.items() if spec in plan.kernelbench]
+    run["kernelbench_skipped"] = {f: why for f, why in skipped.items() if f in plan.kernelbench}
+    policy = plan.precision_policy
+    runs = [r for r in results["runs"] if r.get("precision_policy", "strict") == policy]
+    names = list(dict.fromkeys(n for r in runs for n in r.get("kernelbench", ())))
+    if not names and not any(r.get("kernelbench_skipped") for r in runs):
+        return results
+    not_loaded = {f: why for r in runs for f, why in r.get("kernelbench_skipped", {}).items()}
+    rows = [r for r in results["rows"] if r["precision_policy"] == policy]
+    timed = {r["problem"] for r in rows}
+    searches = {n: results["searches"].get(f"{plan.tag(n)}/ladder", {}) for n in names}
+    done = [n for n in names if n in timed]
+    results["kernelbench"] = {
+        **kernelbench_metrics(done, not_loaded, rows, searches),
+        "unfinished": [n for n in names if n not in timed],
+    }
     return results

@@ -98,6 +98,8 @@ def run(args) -> int:
     for spec in args.problems or builtin_names():
         if not Path(spec).is_dir():
             problems.append(spec)
+            if Path(spec).is_file():
+                kernelbench.append(spec)  # a file: reported, not fatal, if it cannot be benched
             continue
         found = expand_folder(Path(spec), tuple(args.level))
         if not found:

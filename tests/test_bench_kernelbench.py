@@ -1,6 +1,7 @@
 """`kernelbrain bench` over a KernelBench folder, through the real CLI on the sim backend: the
 level filter, files that cannot be benched reported (not fatal), and KernelBench's metrics."""
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from engine.bench.kernelbench import kernelbench_metrics, metrics_lines
 from engine.bench.runner import BenchPlan, with_metrics
+from engine.benchmarks.kernelbench_order import ROW, SAMPLE_FOLDER, SAMPLE_TABLE, interleaved
 from engine.problems import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,3 +138,13 @@ def test_metrics_follow_kernelbench_definitions():
     assert m["fast_1_compile"] == 0.0  # a's compile geomean is sqrt(0.96) < 1
     assert m["geomean_speedup_eager"] == pytest.approx((1.897 * 0.9) ** 0.5, abs=1e-3)
     assert m["gpu_seconds_per_problem"] == pytest.approx(20.0)
+
+
+def test_the_sample_order_holds_every_sample_file_once_and_spreads_each_category():
+    order = interleaved(SAMPLE_TABLE.read_text())
+    kept = sorted(str(p.relative_to(ROOT)) for p in (ROOT / SAMPLE_FOLDER).glob("level*/*.py"))
+    assert sorted(order) == kept and len(kept) == 48
+    category = {f: c for _, c, f in ROW.findall(SAMPLE_TABLE.read_text())}
+    categories = [category[Path(f).name] for f in order]
+    assert all(a != b for a, b in itertools.pairwise(categories))  # no two of one in a row
+    assert set(categories[:24]) == set(categories)  # every category within the first half

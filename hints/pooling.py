@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
+from hints.dataflow import trace_graph
 from hints.elementwise import is_tensor
 from hints.reductions import argument
 
@@ -56,6 +57,14 @@ def pool_facts(call) -> dict | None:
     )
 
 
+def returns_the_pool(problem, size) -> bool:
+    """Whether forward returns the pool's result itself: ModelNew returns the kernel's output, so
+    a view of it (`pool(x.unsqueeze(1)).squeeze(1)`) is for another stage to apply."""
+    graph = trace_graph(problem, size)
+    node = None if graph is None or graph.output is None else graph.node(graph.output)
+    return node is not None and node.op in POOL_OPS
+
+
 def match(problem) -> Match | None:
     facts = None
     for size in problem.sizes:
@@ -67,6 +76,8 @@ def match(problem) -> Match | None:
             return None
         found = pool_facts(calls[0])
         if found is None or (facts is not None and found != facts):
+            return None
+        if not returns_the_pool(problem, size):
             return None
         facts = found
     binding = bind(problem)

@@ -26,6 +26,7 @@ for f in \
     46_Conv2d_Subtract_Tanh_Subtract_AvgPool.py \
     48_Conv3d_Scaling_Tanh_Multiply_Sigmoid.py \
     54_Conv2d_Multiply_LeakyReLU_GELU.py \
+    55_Matmul_MaxPool_Sum_Scale.py \
     57_Conv2d_ReLU_HardSwish.py \
     58_ConvTranspose3d_LogSumExp_HardSwish_Subtract_Clamp.py \
     59_Matmul_Swish_Scaling.py \

@@ -33,8 +33,10 @@ CASES = [
     ("33_Gemm_Scale_BatchNorm.py", "matmul channel_norm"),
     ("45_Gemm_Sigmoid_LogSumExp.py", "matmul matmul reduce"),
     ("46_Conv2d_Subtract_Tanh_Subtract_AvgPool.py", "conv pooling"),
+    ("52_Conv2d_Activation_BatchNorm.py", "conv channel_norm"),  # torch.multiply: mul
     ("55_Matmul_MaxPool_Sum_Scale.py", "matmul pooling views reduce"),  # the pool's squeeze
     ("67_Conv2d_GELU_GlobalAvgPool.py", "conv reduce views"),
+    ("83_Conv3d_GroupNorm_Min_Clamp_Dropout.py", "conv channel_norm elementwise"),
     ("92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", "conv channel_norm reduce"),
 ]  # fmt: skip  (file, the family of each stage in turn; "views": forward's own reshapes)
 

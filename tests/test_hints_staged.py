@@ -31,12 +31,20 @@ CASES = [
     ),
     ("30_Gemm_GroupNorm_Hardtanh.py", "matmul channel_norm elementwise"),
     ("33_Gemm_Scale_BatchNorm.py", "matmul channel_norm"),
+    (
+        "38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply.py",
+        "pooling conv views reduction views elementwise",
+    ),  # `b, c, d, h, w = x.shape`: views that leave several values
     ("45_Gemm_Sigmoid_LogSumExp.py", "matmul matmul reduce"),
     ("46_Conv2d_Subtract_Tanh_Subtract_AvgPool.py", "conv pooling"),
     ("52_Conv2d_Activation_BatchNorm.py", "conv channel_norm"),  # torch.multiply: mul
     ("55_Matmul_MaxPool_Sum_Scale.py", "matmul pooling views reduce"),  # the pool's squeeze
     ("67_Conv2d_GELU_GlobalAvgPool.py", "conv reduce views"),
     ("83_Conv3d_GroupNorm_Min_Clamp_Dropout.py", "conv channel_norm elementwise"),
+    (
+        "89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max.py",
+        "conv pooling reduction views reduce",
+    ),  # `self.subtract.view(1, -1, 1, 1, 1)`: a views stage of its own
     ("92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", "conv channel_norm reduce"),
 ]  # fmt: skip  (file, the family of each stage in turn; "views": forward's own reshapes)
 

@@ -21,6 +21,7 @@ for f in \
     31_Conv2d_Min_Add_Multiply.py \
     33_Gemm_Scale_BatchNorm.py \
     37_Matmul_Swish_Sum_GroupNorm.py \
+    38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply.py \
     40_Matmul_Scaling_ResidualAdd.py \
     43_Conv3d_Max_LogSumExp_ReLU.py \
     45_Gemm_Sigmoid_LogSumExp.py \
@@ -37,6 +38,7 @@ for f in \
     76_Gemm_Add_ReLU.py \
     80_Gemm_Max_Subtract_GELU.py \
     83_Conv3d_GroupNorm_Min_Clamp_Dropout.py \
+    89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max.py \
     92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py \
     93_ConvTranspose2d_Add_Min_GELU_Multiply.py \
     95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py \

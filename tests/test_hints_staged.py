@@ -46,6 +46,7 @@ CASES = [
         "conv pooling reduction views reduce",
     ),  # `self.subtract.view(1, -1, 1, 1, 1)`: a views stage of its own
     ("92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", "conv channel_norm reduce"),
+    ("98_Matmul_AvgPool_GELU_Scale_Max.py", "matmul pooling views reduce"),  # a scaled window
 ]  # fmt: skip  (file, the family of each stage in turn; "views": forward's own reshapes)
 
 
@@ -118,6 +119,14 @@ def test_recognised_in_stages_and_passes_the_gate(spec, expected):
     (strategy,) = family.strategies
     result = cpu_gate().check(target, strategy.render(match), None)
     assert result.passed, f"{result.reason}: {result.message}"
+
+
+def test_a_pool_window_that_scales_with_the_size_is_kept_per_input_shape():
+    target = load_problem(str(LEVEL2 / "98_Matmul_AvgPool_GELU_Scale_Max.py"))
+    ((_, match),) = match_problem(target)
+    (pool,) = [s for s in match.facts["stages"] if s.get("family") == "pooling"]
+    kernels = [(shape, kernel) for shape, kernel, *_ in pool["facts"]["windows"]]
+    assert kernels == [([16, 1, 128], [1, 1, 4]), ([1024, 1, 8192], [1, 1, 16])]
 
 
 def test_offline_generator_proposes_them():

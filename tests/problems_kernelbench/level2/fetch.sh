@@ -42,6 +42,7 @@ for f in \
     92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py \
     93_ConvTranspose2d_Add_Min_GELU_Multiply.py \
     95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py \
+    98_Matmul_AvgPool_GELU_Scale_Max.py \
     99_Matmul_GELU_Softmax.py \
 ; do
     {

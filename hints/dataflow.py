@@ -137,6 +137,8 @@ def as_float(var: str, graph: Graph, ref: Ref, kinds: dict) -> str:
 
 def translate(node: Node, graph: Graph, names: dict, kinds: dict) -> tuple[str, str] | None:
     """(Triton expression, kind) of one elementwise call on named values; None otherwise."""
+    if node.op == "tensor" and len(node.args) == 1 and scalar(node.args[0]) is not None:
+        return scalar(node.args[0]), "float"  # `torch.tensor(0.5)`: a constant
     refs = [a for a in node.args if isinstance(a, Ref)]
     if any(isinstance(v, Ref) for v in node.kwargs.values()) or not refs:
         return None

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
+from hints.dataflow import trace_graph
 from hints.elementwise import is_tensor
 from hints.reductions import argument
 
 POOL_OPS = {f"{kind}_pool{n}d": (kind, n) for kind in ("max", "avg") for n in (1, 2, 3)}
+# The facts that may differ between the ladder's sizes: a window given to the constructor can
+# scale with the problem (engine.problems.sizing), so the candidate looks it up by input shape.
+WINDOW = ("kernel", "stride", "padding", "dilation")
 
 
 def triple(value, n: int, default) -> list[int] | None:
@@ -56,8 +60,16 @@ def pool_facts(call) -> dict | None:
     )
 
 
+def returns_the_pool(problem, size) -> bool:
+    """Whether forward returns the pool's result itself: ModelNew returns the kernel's output, so
+    a view of it (`pool(x.unsqueeze(1)).squeeze(1)`) is for another stage to apply."""
+    graph = trace_graph(problem, size)
+    node = None if graph is None or graph.output is None else graph.node(graph.output)
+    return node is not None and node.op in POOL_OPS
+
+
 def match(problem) -> Match | None:
-    facts = None
+    facts, windows = None, {}
     for size in problem.sizes:
         calls = problem.calls.get(size.label, [])
         if len(calls) != 1 or calls[0].op not in POOL_OPS:
@@ -66,7 +78,12 @@ def match(problem) -> Match | None:
         if not is_tensor(tensor) or tensor[2] not in ("float32", "float16", "bfloat16"):
             return None
         found = pool_facts(calls[0])
-        if found is None or (facts is not None and found != facts):
+        if found is None or not returns_the_pool(problem, size):
+            return None
+        at_size = tuple(tuple(found.pop(name)) for name in WINDOW)
+        if windows.setdefault(tensor[1], at_size) != at_size:
+            return None  # two windows at one input shape: no lookup tells them apart
+        if facts is not None and found != facts:
             return None
         facts = found
     binding = bind(problem)
@@ -76,6 +93,7 @@ def match(problem) -> Match | None:
         "pooling",
         {
             **facts,
+            "windows": [[list(shape), *map(list, w)] for shape, w in windows.items()],
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
             "input": binding.operands[0][0],
@@ -129,11 +147,18 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-KERNEL = $kernel  # (D, H, W) of the window, size-1 dims added in front
-STRIDE = $stride
-PADDING = $padding
-DILATION = $dilation
+# Per input shape of the ladder: the window's kernel, stride, padding and dilation as (D, H, W),
+# size-1 dims added in front.
+WINDOWS = $windows
 CEIL = $ceil
+CONSTANTS = "KD KH KW SD SH SW PD PH PW DD DH DW".split()
+
+
+def window_at(shape):
+    \"\"\"The window at this input shape; the one window, whatever the shape, when the ladder has
+    one.\"\"\"
+    windows = set(WINDOWS.values())
+    return windows.pop() if len(windows) == 1 else WINDOWS[tuple(shape)]
 
 
 def pooled(size, k, s, p, d):
@@ -144,11 +169,6 @@ def pooled(size, k, s, p, d):
         out -= 1
     return out
 
-
-CONSTANTS = dict(
-    KD=KERNEL[0], KH=KERNEL[1], KW=KERNEL[2], SD=STRIDE[0], SH=STRIDE[1], SW=STRIDE[2],
-    PD=PADDING[0], PH=PADDING[1], PW=PADDING[2], DD=DILATION[0], DH=DILATION[1], DW=DILATION[2],
-)
 """
 
 SIGNATURE = """(x_ptr, out_ptr, NC, D, H, W, OD, OH, OW, KD: tl.constexpr, KH: tl.constexpr,
@@ -162,10 +182,11 @@ class ModelNew(nn.Module):
 $init_source
     def forward($forward_params):
         x = $input.contiguous()
+        window = window_at(x.shape)
+        constants = dict(zip(CONSTANTS, [n for dims in window for n in dims], strict=True))
         spatial = list(x.shape[-$spatial:])
         D, H, W = [1] * (3 - $spatial) + spatial
-        windows = zip(KERNEL, STRIDE, PADDING, DILATION)
-        OD, OH, OW = (pooled(n, *w) for n, w in zip((D, H, W), windows))
+        OD, OH, OW = (pooled(n, *w) for n, w in zip((D, H, W), zip(*window)))
         NC = x.numel() // (D * H * W)
         out = torch.empty(*x.shape[:-$spatial], *[OD, OH, OW][3 - $spatial :], device=x.device,
                           dtype=x.dtype)
@@ -194,7 +215,7 @@ def pool_kernel"""
     + MODEL
     + """        grid = (triton.cdiv(out.numel(), $BLOCK),)
         pool_kernel[grid](x, out, NC, D, H, W, OD, OH, OW, BLOCK=$BLOCK, num_warps=$num_warps,
-                          **CONSTANTS)
+                          **constants)
         return out
 """
 )
@@ -228,7 +249,7 @@ def pool_kernel"""
     + """        block = min($BLOCK, triton.next_power_of_2(OW))
         grid = (triton.cdiv(OW, block), NC * OD * OH)
         pool_kernel[grid](x, out, NC, D, H, W, OD, OH, OW, BLOCK=block, num_warps=$num_warps,
-                          **CONSTANTS)
+                          **constants)
         return out
 """
 )
@@ -238,6 +259,9 @@ def substitutions(shape: str):
     def substitute(match: Match) -> dict:
         values = window(match)
         values["acc_init"] = values["acc_init"].replace("SHAPE", shape)
+        values["windows"] = repr(
+            {tuple(dims): tuple(map(tuple, w)) for dims, *w in match.facts["windows"]}
+        )
         return values
 
     return substitute

@@ -33,7 +33,11 @@ def first_strategy(family: Family, match: Match) -> Strategy | None:
 
 def recognise_stage(problem, args, statements, ops, folder: Path, start: int, stop: int):
     """The stage over statements [start, stop) as a plain dict, or None: a run of views that
-    ModelNew runs as it is, or a family's match of the run posed as a problem."""
+    ModelNew runs as it is (leaving any number of values, `b, c, h, w = x.shape` too), or a
+    family's match of the run posed as a problem."""
+    if stages.is_view_only(statements[start:stop]):
+        code = "\n".join(ast.unparse(s.node) for s in statements[start:stop])
+        return {"kind": "views", "code": code, "statements": (start, stop)}
     if sum(stages.is_main(o) for o in ops[start:stop]) > 1:
         return None
     params = tuple(a.arg for a in [*args.posonlyargs, *args.args])
@@ -41,9 +45,6 @@ def recognise_stage(problem, args, statements, ops, folder: Path, start: int, st
     if seg is None:
         return None
     where = {"statements": (start, stop), "inputs": seg.inputs, "output": seg.output}
-    if stages.is_view_only(statements[start:stop]):
-        code = "\n".join(ast.unparse(s.node) for s in statements[start:stop])
-        return {"kind": "views", "code": code, **where}
     text = stages.stage_source(problem.source, args, statements, seg, problem.sizes)
     try:
         sub = stages.stage_problem(problem, folder, text, len(list(folder.iterdir())))

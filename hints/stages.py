@@ -76,7 +76,7 @@ class Hoister:
         expr = self.inner(expr)
         if not isinstance(expr, ast.Call | ast.BinOp | ast.UnaryOp | ast.Subscript):
             return expr
-        if not self.computes(expr):
+        if not (self.computes(expr) or self.views_a_parameter(expr)):
             return expr
         name = self.fresh()
         self.hoisted.append(ast.Assign([ast.Name(name, ast.Store())], expr, lineno=0))
@@ -99,6 +99,17 @@ class Hoister:
         elif isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Call):
             expr.value = self.inner(expr.value)  # `torch.max(x, 1)[0]`: one value
         return expr
+
+    @staticmethod
+    def views_a_parameter(expr: ast.expr) -> bool:
+        """`self.bias.view(1, -1, 1, 1)`: a value of its own, which a run of views computes for
+        the stage that reads it (families read parameters, not views of them)."""
+        return (
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Attribute)
+            and expr.func.attr in VIEW_CALLS - SIZE_CALLS
+            and not Hoister.computes(expr)
+        )
 
     @staticmethod
     def computes(expr: ast.expr) -> bool:

@@ -21,14 +21,21 @@ CASES = [
     ("1_Conv2D_ReLU_BiasAdd.py", "conv", 1),
     ("2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py", "conv", 1),
     ("20_ConvTranspose3d_Sum_ResidualAdd_Multiply_ResidualAdd.py", "conv", 1),
+    ("31_Conv2d_Min_Add_Multiply.py", "conv", 1),  # min with `torch.tensor(c)`: a constant
     ("48_Conv3d_Scaling_Tanh_Multiply_Sigmoid.py", "conv", 2),
     ("57_Conv2d_ReLU_HardSwish.py", "conv", 0),
+    ("93_ConvTranspose2d_Add_Min_GELU_Multiply.py", "conv", 0),
     ("40_Matmul_Scaling_ResidualAdd.py", "matmul", 0),
     ("68_Matmul_Min_Subtract.py", "matmul", 1),
     ("76_Gemm_Add_ReLU.py", "matmul", 1),
     ("95_Matmul_Add_Swish_Tanh_GELU_Hardtanh.py", "matmul", 1),
 ]  # (file, family, operands its epilogue reads)
 STRICT = 1e-5  # fp32 accumulation at tiny sizes: observed ~1e-7
+SLOW = {"93_ConvTranspose2d_Add_Min_GELU_Multiply.py"}  # ~40 s: conv.direct_tiled, interpreted
+GATED = [
+    pytest.param(*case, id=case[0][:2], marks=[pytest.mark.slow] if case[0] in SLOW else [])
+    for case in CASES
+]
 
 
 def test_the_list_is_in_step_with_fetch_sh():
@@ -51,7 +58,7 @@ def test_a_residual_add_reads_the_result_twice():
     assert match.facts["epilogue_statements"].count("acc") >= 2
 
 
-@pytest.mark.parametrize(("spec", "family", "operands"), CASES, ids=[c[0][:2] for c in CASES])
+@pytest.mark.parametrize(("spec", "family", "operands"), GATED)
 def test_every_applicable_strategy_passes_the_gate(spec, family, operands, tmp_path):
     target = problem(spec, LEVEL2)
     ((fam, match),) = match_problem(target)
@@ -62,7 +69,7 @@ def test_every_applicable_strategy_passes_the_gate(spec, family, operands, tmp_p
         assert error < STRICT, strategy.name
 
 
-@pytest.mark.parametrize("spec", [CASES[2][0], CASES[8][0]])
+@pytest.mark.parametrize("spec", [CASES[2][0], CASES[-1][0]])
 def test_offline_generator_proposes_them(spec):
     target = load_problem(str(LEVEL2 / spec))
     generator = OfflineGenerator(target)

@@ -31,10 +31,22 @@ CASES = [
     ),
     ("30_Gemm_GroupNorm_Hardtanh.py", "matmul channel_norm elementwise"),
     ("33_Gemm_Scale_BatchNorm.py", "matmul channel_norm"),
+    (
+        "38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply.py",
+        "pooling conv views reduction views elementwise",
+    ),  # `b, c, d, h, w = x.shape`: views that leave several values
     ("45_Gemm_Sigmoid_LogSumExp.py", "matmul matmul reduce"),
     ("46_Conv2d_Subtract_Tanh_Subtract_AvgPool.py", "conv pooling"),
+    ("52_Conv2d_Activation_BatchNorm.py", "conv channel_norm"),  # torch.multiply: mul
+    ("55_Matmul_MaxPool_Sum_Scale.py", "matmul pooling views reduce"),  # the pool's squeeze
     ("67_Conv2d_GELU_GlobalAvgPool.py", "conv reduce views"),
+    ("83_Conv3d_GroupNorm_Min_Clamp_Dropout.py", "conv channel_norm elementwise"),
+    (
+        "89_ConvTranspose3d_MaxPool_Softmax_Subtract_Swish_Max.py",
+        "conv pooling reduction views reduce",
+    ),  # `self.subtract.view(1, -1, 1, 1, 1)`: a views stage of its own
     ("92_Conv2d_GroupNorm_Tanh_HardSwish_ResidualAdd_LogSumExp.py", "conv channel_norm reduce"),
+    ("98_Matmul_AvgPool_GELU_Scale_Max.py", "matmul pooling views reduce"),  # a scaled window
 ]  # fmt: skip  (file, the family of each stage in turn; "views": forward's own reshapes)
 
 
@@ -107,6 +119,14 @@ def test_recognised_in_stages_and_passes_the_gate(spec, expected):
     (strategy,) = family.strategies
     result = cpu_gate().check(target, strategy.render(match), None)
     assert result.passed, f"{result.reason}: {result.message}"
+
+
+def test_a_pool_window_that_scales_with_the_size_is_kept_per_input_shape():
+    target = load_problem(str(LEVEL2 / "98_Matmul_AvgPool_GELU_Scale_Max.py"))
+    ((_, match),) = match_problem(target)
+    (pool,) = [s for s in match.facts["stages"] if s.get("family") == "pooling"]
+    kernels = [(shape, kernel) for shape, kernel, *_ in pool["facts"]["windows"]]
+    assert kernels == [([16, 1, 128], [1, 1, 4]), ([1024, 1, 8192], [1, 1, 16])]
 
 
 def test_offline_generator_proposes_them():

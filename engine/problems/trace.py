@@ -50,10 +50,21 @@ DUNDER_OPS = {
     "rmatmul": "matmul",
     "neg": "neg",
 }
+# torch's other names for one operator (`torch.multiply` is `torch.mul`).
+ALIASES = {
+    "multiply": "mul",
+    "subtract": "sub",
+    "divide": "div",
+    "true_divide": "div",
+    "clip": "clamp",
+    "negative": "neg",
+    "absolute": "abs",
+}
 
 
 def canonical_op(func) -> str:
-    """`torch.softmax`, `Tensor.softmax`, `F.softmax`, `Tensor.__truediv__` -> a bare op name."""
+    """`torch.softmax`, `Tensor.softmax`, `F.softmax`, `Tensor.__truediv__`, `torch.multiply` -> a
+    bare op name."""
     name = getattr(func, "__name__", None) or str(func)
     if name.startswith("__") and name.endswith("__"):
         inner = name.strip("_")
@@ -63,7 +74,7 @@ def canonical_op(func) -> str:
     name = name.lstrip("_")
     if name.endswith("_") and not name.endswith("__"):
         name = name[:-1]
-    return name
+    return ALIASES.get(name, name)
 
 
 def is_reflected(func) -> bool:

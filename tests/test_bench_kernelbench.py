@@ -148,3 +148,16 @@ def test_the_sample_order_holds_every_sample_file_once_and_spreads_each_category
     categories = [category[Path(f).name] for f in order]
     assert all(a != b for a, b in itertools.pairwise(categories))  # no two of one in a row
     assert set(categories[:24]) == set(categories)  # every category within the first half
+
+
+def test_the_coverage_count_names_each_kept_level2_file_and_its_families():
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.benchmarks.kernelbench_coverage", str(OURS), "--level", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    kept = sorted(p.name for p in (OURS / "level2").glob("*.py"))
+    lines = done.stdout.splitlines()
+    assert sorted(line.split(":")[0].removeprefix("level2/") for line in lines[:-1]) == kept
+    assert "level2/55_Matmul_MaxPool_Sum_Scale.py: staged" in done.stdout
+    assert lines[-1] == f"level2: {len(kept)} of {len(kept)} recognised"

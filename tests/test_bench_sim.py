@@ -4,8 +4,10 @@ consistency, and the flat-versus-ladder ablation over one candidate stream."""
 import json
 import math
 import random
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -243,6 +245,48 @@ def test_a_bench_with_other_settings_does_not_resume_a_kept_search(tmp_path):
     (tmp_path / "sessions" / "softmax-ladder" / "state.duckdb").unlink()
     out = bench("softmax", "--backend", "sim", "--out", str(tmp_path), check=False)
     assert out.returncode == 2 and "softmax-ladder holds no session" in out.stderr
+
+
+def test_problems_benched_at_a_time_give_the_results_of_one_at_a_time(tmp_path):
+    args = ["softmax", "rmsnorm", "matvec", "--backend", "sim", "--budget-per-problem", "6evals",
+            "--ablation", "rmsnorm"]  # fmt: skip
+    bench(*args, "--out", str(tmp_path / "serial"))
+    bench(*args, "--jobs", "3", "--out", str(tmp_path / "jobs"))
+    serial, jobs = (json.loads((tmp_path / d / "sim.json").read_text()) for d in ("serial", "jobs"))
+    timeless = {"wall_seconds", "cpu_seconds_by_activity", "session"}
+
+    def outcome(results):
+        searches = {k: {f: v for f, v in s.items() if f not in timeless}
+                    for k, s in results["searches"].items()}  # fmt: skip
+        return searches, results["rows"], results["ablation"]
+
+    assert [r["problem"] for r in jobs["rows"]] == [r["problem"] for r in serial["rows"]]
+    assert outcome(jobs) == outcome(serial)
+    assert "--jobs 3" in jobs["runs"][0]["command"]
+
+
+def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_path):
+    args = [*CLI, "bench", "softmax", "rmsnorm", "--backend", "sim", "--jobs", "2",
+            "--budget-per-problem", "100000evals", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    events = [tmp_path / "sessions" / f"{name}-ladder" / "events.jsonl"
+              for name in ("softmax", "rmsnorm")]  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not all(e.exists() and e.stat().st_size for e in events):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    for name in ("softmax", "rmsnorm"):
+        store = Store(tmp_path / "sessions" / f"{name}-ladder" / "state.duckdb", read_only=True)
+        try:
+            assert 0 < store.db.execute("SELECT count(*) FROM evaluations").fetchone()[0] < 100000
+        finally:
+            store.close()
+    out = bench("softmax", "--backend", "sim", "--budget-per-problem", "5evals", "--out",
+                str(tmp_path), check=False)  # fmt: skip
+    assert out.returncode == 2 and "limits {'evaluations': 100000" in out.stderr
 
 
 def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):

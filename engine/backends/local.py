@@ -22,10 +22,15 @@ from engine.problems import Problem, Size
 from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
 
-# One lock per GPU, shared by this process's backends: evaluations and profiles on one device
-# never overlap. The engine's loop evaluates one candidate at a time, so only a caller running
-# several backends on one device in threads ever waits on it.
+# One lock per GPU, shared by this process's backends: evaluations, profiles and the bench's
+# timings on one device never overlap. The engine's loop evaluates one candidate at a time, so
+# only callers running several searches in threads (`bench --jobs`) ever wait on it.
 _GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
+
+
+def gpu_turn(device: str, gpu: int) -> threading.Lock:
+    """The lock whose holder alone works on GPU `gpu` (on cpu, one lock for the host)."""
+    return _GPU_LOCKS[gpu if device == "cuda" else -1]
 # Seeds of the `check` command's inputs, and the offset of an evaluation's timing inputs.
 CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # A session's pools: the check seeds each candidate draws a few of, and the re-check seeds (never
@@ -241,7 +246,7 @@ class LocalBackend:
                           meaningful=self.timings_meaningful)  # fmt: skip
 
     def _gpu_lock(self) -> threading.Lock:
-        return _GPU_LOCKS[self.gpu if self.device == "cuda" else -1]
+        return gpu_turn(self.device, self.gpu)
 
     def _profile(self, problem: Problem, source: str, label: str, result: EvalResult) -> dict:
         if self.device != "cuda":

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from engine.backends.local import LocalBackend
+from engine.backends.local import LocalBackend, gpu_turn
 from engine.backends.sim import SimBackend, reference_ms
 from engine.bench import BenchError
 from engine.jobs import EvalJob, RungSpec
@@ -67,6 +67,18 @@ def _run(request: dict, device: str, timeout_s: float, gpu: int = 0
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, start_new_session=True,
     )  # fmt: skip
+    # It imports torch while it waits for the request; it has the GPU alone from then on (its
+    # torch.compile too: Inductor benchmarks kernels on the GPU).
+    try:
+        with gpu_turn(device, gpu):
+            return _communicate(proc, request, timeout_s)
+    finally:
+        if proc.poll() is None:  # interrupted before its request went
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _communicate(proc: subprocess.Popen, request: dict, timeout_s: float
+                 ) -> tuple[list[dict], str | None]:  # fmt: skip
     try:
         out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
         failure = None

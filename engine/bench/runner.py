@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from engine.bench import BenchError
@@ -40,6 +43,8 @@ class BenchPlan:
     # The devices each search evaluates on; eager, torch.compile and the best kernel are timed
     # on the first.
     gpus: tuple[int, ...] = (0,)
+    # Problems benched at a time: their GPU work takes turns, their compiling overlaps.
+    jobs: int = 1
 
     def tag(self, problem: str) -> str:
         """A problem's name in session folders and search keys: tf32 benches apart from strict."""
@@ -199,39 +204,101 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         "gpus": list(plan.gpus),
         "problems": [p.name for p in problems.values()],
     })  # fmt: skip
-    for spec, problem in problems.items():
-        log(f"{problem.name}: searching (ladder)")
-        ladder = run_search(plan.session(problem.name, "ladder"), on_step)
-        results["searches"][f"{plan.tag(problem.name)}/ladder"] = _summary(ladder)
-        flat = None
-        if spec in plan.ablation:
-            log(f"{problem.name}: searching (flat, replaying the ladder's candidates)")
-            flat_paths = plan.session(problem.name, "flat")
-            replayed = plan.session(problem.name, "ladder").root.resolve()
-            flat_settings = replace(
-                plan.settings(spec),
-                generator="replay",
-                replay_from=str(replayed),
-                ladder=flat_ladder(ladder.ladder),
-            )
-            if not flat_paths.root.exists():
-                create_session(flat_paths, flat_settings)
-            flat = run_search(flat_paths, on_step)
-            results["searches"][f"{plan.tag(problem.name)}/flat"] = _summary(flat)
-        labels = list(ladder.ladder[-1].size_labels)
-        log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
-            "size(s)")  # fmt: skip
-        sources = timing_sources(ladder, flat)
-        times = time_contenders(problem, labels, sources, plan.backend, plan.seed,
-                                gpu=plan.gpus[0])  # fmt: skip
-        work = {label: size_work(problem, problem.size(label)) for label in labels}
-        rows = problem_rows(problem, ladder, work, times, ceilings)
-        results["rows"] += [{**row, "run": run} for row in rows]
-        if flat is not None:
-            results["ablation"].append(ablation_entry(problem, ladder, flat, sources, times))
-        write_results(with_metrics(plan, results, problems, skipped), plan.out)
+    earlier_rows, earlier_ablation = results["rows"], results["ablation"]
+    finished: dict[str, ProblemOutcome] = {}
+    written = threading.Lock()
+
+    def finish(spec: str, outcome: ProblemOutcome) -> None:
+        """Keep one problem's outcome and rewrite the results, problems in the plan's order."""
+        with written:
+            finished[spec] = outcome
+            done = [finished[s] for s in problems if s in finished]
+            results["searches"].update({k: v for o in done for k, v in o.searches.items()})
+            results["rows"] = earlier_rows + [{**r, "run": run} for o in done for r in o.rows]
+            results["ablation"] = earlier_ablation + [o.ablation for o in done if o.ablation]
+            write_results(with_metrics(plan, results, problems, skipped), plan.out)
+
+    bench = partial(bench_problem, plan, log=log, ceilings=ceilings)
+    if plan.jobs == 1 or len(problems) == 1:
+        for spec, problem in problems.items():
+            finish(spec, bench(spec, problem, on_step=on_step))
+    else:
+        run_concurrently(bench, problems, plan.jobs, finish, on_step)
     write_results(with_metrics(plan, results, problems, skipped), plan.out)
     return results
+
+
+@dataclass
+class ProblemOutcome:
+    searches: dict  # "name/ladder" (and "name/flat"): the search's summary
+    rows: list[dict]
+    ablation: dict | None
+
+
+def bench_problem(plan: BenchPlan, spec: str, problem, log, ceilings: dict, on_step
+                  ) -> ProblemOutcome:  # fmt: skip
+    """One problem's searches (the ladder's, and the flat one for the ablation), then eager,
+    torch.compile and the best kernel timed at every size."""
+    log(f"{problem.name}: searching (ladder)")
+    ladder = run_search(plan.session(problem.name, "ladder"), on_step)
+    searches = {f"{plan.tag(problem.name)}/ladder": _summary(ladder)}
+    flat = None
+    if spec in plan.ablation:
+        log(f"{problem.name}: searching (flat, replaying the ladder's candidates)")
+        flat_paths = plan.session(problem.name, "flat")
+        replayed = plan.session(problem.name, "ladder").root.resolve()
+        flat_settings = replace(
+            plan.settings(spec),
+            generator="replay",
+            replay_from=str(replayed),
+            ladder=flat_ladder(ladder.ladder),
+        )
+        if not flat_paths.root.exists():
+            create_session(flat_paths, flat_settings)
+        flat = run_search(flat_paths, on_step)
+        searches[f"{plan.tag(problem.name)}/flat"] = _summary(flat)
+    labels = list(ladder.ladder[-1].size_labels)
+    log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
+        "size(s)")  # fmt: skip
+    sources = timing_sources(ladder, flat)
+    times = time_contenders(problem, labels, sources, plan.backend, plan.seed,
+                            gpu=plan.gpus[0])  # fmt: skip
+    work = {label: size_work(problem, problem.size(label)) for label in labels}
+    rows = problem_rows(problem, ladder, work, times, ceilings)
+    ablation = None
+    if flat is not None:
+        ablation = ablation_entry(problem, ladder, flat, sources, times)
+    return ProblemOutcome(searches, rows, ablation)
+
+
+class BenchStopped(Exception):
+    """Raised in a search's step once the bench is interrupted: the search stops at its last
+    checkpoint, for a later bench into the same --out to resume."""
+
+
+def run_concurrently(bench, problems: dict, jobs: int, finish, on_step) -> None:
+    """`jobs` problems at a time, each in a thread: their GPU work takes turns on each device
+    (engine.backends.local.gpu_turn), their compiling overlaps. Ctrl-C stops every search at its
+    next step."""
+    stopping = threading.Event()
+
+    def step(engine) -> None:
+        if stopping.is_set():
+            raise BenchStopped()
+        if on_step is not None:
+            on_step(engine)
+
+    pool = ThreadPoolExecutor(jobs, thread_name_prefix="bench")
+    futures = {pool.submit(bench, spec, problem, on_step=step): spec
+               for spec, problem in problems.items()}  # fmt: skip
+    try:
+        for future in as_completed(futures):
+            finish(futures[future], future.result())
+    except BaseException:
+        stopping.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def with_metrics(plan: BenchPlan, results: dict, problems: dict, skipped: dict) -> dict:

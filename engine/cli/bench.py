@@ -60,6 +60,14 @@ def register(sub) -> None:
         metavar="PROBLEM",
         help="also run the flat search over the ladder's candidates for these",
     )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="problems benched at a time (default 1): their GPU work takes turns on each device, "
+        "so timings stay clean, while their compiling overlaps",
+    )
     p.add_argument("--seed", type=int, default=0)
     add_precision(p)
     p.set_defaults(handler=run)
@@ -70,7 +78,8 @@ def command_line(args) -> str:
     words = ["kernelbrain", "bench", *args.problems, "--budget-per-problem",
              args.budget_per_problem, "--backend", args.backend, "--gpus", args.gpus,
              "--seed", str(args.seed),
-             "--precision", args.precision, "--out", args.out]  # fmt: skip
+             "--precision", args.precision, "--jobs", str(args.jobs),
+             "--out", args.out]  # fmt: skip
     for level in args.level:
         words += ["--level", str(level)]
     if args.ablation:
@@ -88,6 +97,8 @@ def run(args) -> int:
     from engine.search.budget import BudgetError, parse_budget
     from engine.session.store import StoreError
 
+    if args.jobs < 1:
+        raise UsageError(f"--jobs {args.jobs}: give 1 or more problems at a time")
     try:
         limits = parse_budget([args.budget_per_problem])
         backend = resolve_backend(args.backend)
@@ -117,6 +128,7 @@ def run(args) -> int:
         precision_policy=args.precision,
         kernelbench=tuple(kernelbench),
         gpus=gpus,
+        jobs=args.jobs,
     )
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import inspect
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -91,6 +92,17 @@ class OperandRecorder(TorchFunctionMode):
         return out
 
 
+@contextmanager
+def on_meta(problem, size=None):
+    """(the problem's module, its Model, its inputs) built on the meta device at `size` (default:
+    the smallest), with the block run on the meta device too: no memory, shapes only."""
+    module = import_module_from(problem.path, "problem")
+    params = (size or problem.smallest).params
+    with torch.device("meta"):
+        model = module.Model(*call_with_size(module.get_init_inputs, params))
+        yield module, model, call_with_size(module.get_inputs, params)
+
+
 def bind(problem) -> Binding | None:
     """Run the reference once on the meta device (smallest size) to tie traced tensors to names.
 
@@ -98,11 +110,7 @@ def bind(problem) -> Binding | None:
     forward = method_source(problem.source, "Model", "forward")
     if forward is None or forward.args.vararg is not None:
         return None
-    module = import_module_from(problem.path, "binding")
-    params = problem.smallest.params
-    with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, params))
-        inputs = call_with_size(module.get_inputs, params)
+    with on_meta(problem) as (_, model, inputs):
         names = list(inspect.signature(model.forward).parameters)
         known = {id(t): name for name, t in zip(names, inputs, strict=False)}
         for name, tensor in [*model.named_parameters(), *model.named_buffers()]:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.problems.loader import import_module_from
-from engine.runner.calls import call_with_size
 from hints import dataflow
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
+from hints.binding import bind, on_meta
 from hints.dataflow import Ref
 from hints.reductions import argument
 
@@ -88,13 +86,11 @@ def groups_attribute(problem, weight: str | None) -> str | None:
     if weight is None or not weight.startswith("self.") or not weight.endswith(".weight"):
         return None
     path = weight.removeprefix("self.").removesuffix(".weight")
-    module = import_module_from(problem.path, "groups")
-    with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, problem.smallest.params))
-    try:
-        norm = model.get_submodule(path)
-    except AttributeError:
-        return None
+    with on_meta(problem) as (_, model, _):
+        try:
+            norm = model.get_submodule(path)
+        except AttributeError:
+            return None
     return f"self.{path}.num_groups" if isinstance(norm, torch.nn.GroupNorm) else None
 
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from engine.problems.loader import import_module_from
 from engine.problems.trace import canonical_op, describe_arg, is_reflected
-from engine.runner.calls import call_with_size
+from hints.binding import on_meta
 from hints.elementwise import Expr, binary, call, scalar, step
 
 # Calls that return their operand's values unchanged (same shape, fp32 math downstream).
@@ -104,11 +103,7 @@ class DataflowRecorder(TorchFunctionMode):
 
 def trace_graph(problem, size=None) -> Graph | None:
     """The dataflow of Model.forward at `size` (default: the smallest), on the meta device."""
-    module = import_module_from(problem.path, "dataflow")
-    params = (size or problem.smallest).params
-    with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, params))
-        inputs = call_with_size(module.get_inputs, params)
+    with on_meta(problem, size) as (_, model, inputs):
         names = list(inspect.signature(model.forward).parameters)
         if len(names) != len(inputs):
             return None

@@ -10,10 +10,8 @@ import math
 
 import torch
 
-from engine.problems.loader import import_module_from
-from engine.runner.calls import call_with_size
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
+from hints.binding import bind, on_meta
 from hints.elementwise import is_tensor
 
 REDUCTIONS = frozenset("mean sum var norm linalg_vector_norm".split())
@@ -166,12 +164,9 @@ def affine_names(problem, facts: dict, binding) -> tuple[str, str]:
     """`self.<name>` of the weight and bias parameters (registration order, among those the
     traced calls read: a convolution's bias before the norm may have the same size), or
     "None"."""
-    module = import_module_from(problem.path, "affine")
-    params = problem.smallest.params
-    with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, params))
     r = view(list(first_tensor(problem.calls[problem.smallest.label][0])[1]), facts["dims"])[1]
-    names = [f"self.{n}" for n, p in model.named_parameters() if p.numel() == r]
+    with on_meta(problem) as (_, model, _):
+        names = [f"self.{n}" for n, p in model.named_parameters() if p.numel() == r]
     names = [name for name in names if name in binding.reads]
     wanted = [facts["weight"], facts["bias"]]
     if len(names) < sum(wanted):

@@ -11,12 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from engine.problems.loader import import_module_from, load_problem
+from engine.problems.loader import load_problem
 from engine.problems.trace import LAYOUT_OPS, OperatorRecorder
-from engine.runner.calls import call_with_size
-from hints.binding import method_source
+from hints.binding import method_source, on_meta
 from hints.dataflow import ARITHMETIC, COMPARE, IDENTITY_OPS
 from hints.elementwise import UNARY
 
@@ -223,12 +220,8 @@ def is_view_only(statements: list[Statement]) -> bool:
 def statement_ops(problem, args: ast.arguments, statements: list[Statement]) -> list[list[str]]:
     """The operators each statement calls, running the reference's statements one at a time on
     the meta device at the smallest size."""
-    module = import_module_from(problem.path, "stages")
-    params = problem.smallest.params
     ops = []
-    with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, params))
-        inputs = call_with_size(module.get_inputs, params)
+    with on_meta(problem) as (module, model, inputs):
         names = [a.arg for a in [*args.posonlyargs, *args.args]]
         scope = {**vars(module), **dict(zip(names, [model, *inputs], strict=True))}
         for s in statements:

@@ -60,6 +60,8 @@ def test_a_folder_benches_its_level_and_reports_what_it_could_not_bench(kernelbe
     assert done.returncode == 0, done.stderr
     results = json.loads((out / "sim.json").read_text())
     assert {r["problem"] for r in results["rows"]} == {"1_Softmax", "2_GroupConv"}
+    shapes = {r["problem"]: r["shape"] for r in results["rows"]}
+    assert shapes["1_Softmax"] == "4096x393216"  # its input's shape: the file has no SIZES
     skipped = results["kernelbench"]["skipped"]
     assert {Path(f).name for f in skipped} == {"3_Broken.py", "4_FFT.py"}
     assert "3_Broken.py: skipped" in done.stderr and "4_FFT.py: skipped" in done.stderr

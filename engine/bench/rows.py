@@ -60,6 +60,16 @@ def flat_name(flat: SearchOutcome, sources: dict[str, str]) -> str | None:
     return FLAT_BEST if FLAT_BEST in sources else BEST
 
 
+def shape_text(problem: Problem, size) -> str:
+    """A size as its integer parameters ("4096x393216"); for a file without SIZES, which has
+    none, its tensor inputs' shapes ("128x3x32x32, 64x3x3x3")."""
+    dims = [v for v in size.params.values() if isinstance(v, int)]
+    if dims:
+        return "x".join(map(str, dims))
+    shapes = problem.input_specs.get(size.label, [])
+    return ", ".join("x".join(map(str, shape)) for shape in shapes if shape is not None)
+
+
 def problem_rows(
     problem: Problem, search: SearchOutcome, work: dict[str, Work], times: dict[str, SizeTimes],
     ceilings: dict,
@@ -79,7 +89,7 @@ def problem_rows(
         rows.append({
             "problem": problem.name,
             "size": label,
-            "shape": "x".join(str(v) for v in size.params.values() if isinstance(v, int)),
+            "shape": shape_text(problem, size),
             "dtype": w.input_dtype,
             "precision": precision,
             "precision_policy": problem.precision_policy,

@@ -272,7 +272,11 @@ def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_
     events = [tmp_path / "sessions" / f"{name}-ladder" / "events.jsonl"
               for name in ("softmax", "rmsnorm")]  # fmt: skip
     deadline = time.monotonic() + 120
-    while not all(e.exists() and e.stat().st_size for e in events):
+
+    def evaluated(path):  # an evaluation of that search is checkpointed
+        return path.exists() and '"kind":"evaluated"' in path.read_text()
+
+    while not all(map(evaluated, events)):
         assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)

@@ -3,14 +3,17 @@ timing subprocess with torch.compile, the judge timing the kernels), and failure
 fatal."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.bench.measure import time_contenders
 from engine.problems import load_problem
+from engine.session.store import Store
 
 CANDIDATES = Path(__file__).parent / "candidates"
 
@@ -78,3 +81,34 @@ def test_the_bench_runs_no_candidate_code_outside_the_judge(tmp_path):
     [times] = time_contenders(load_problem("softmax"), ["tiny"], {"best": source}, "cpu",
                               seed=0).values()  # fmt: skip
     assert times.samples["best"] and not marker.exists()
+
+
+@pytest.mark.slow
+def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_path):
+    """On cpu, where evaluations take seconds (on sim a search can end before the signal)."""
+    args = [sys.executable, "-m", "engine.cli", "bench", "softmax", "rmsnorm", "--backend", "cpu",
+            "--jobs", "2", "--budget-per-problem", "100evals", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    sessions = [tmp_path / "sessions" / f"{name}-ladder" for name in ("softmax", "rmsnorm")]
+    deadline = time.monotonic() + 300
+
+    def evaluated(session):  # an evaluation of that search is checkpointed
+        events = session / "events.jsonl"
+        return events.exists() and '"kind":"evaluated"' in events.read_text()
+
+    while not all(map(evaluated, sessions)):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    for session in sessions:
+        store = Store(session / "state.duckdb", read_only=True)
+        try:
+            assert 0 < store.db.execute("SELECT count(*) FROM evaluations").fetchone()[0] < 100
+        finally:
+            store.close()
+    again = [sys.executable, "-m", "engine.cli", "bench", "softmax", "--backend", "cpu",
+             "--budget-per-problem", "5evals", "--out", str(tmp_path)]  # fmt: skip
+    again = subprocess.run(again, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "limits {'evaluations': 100" in again.stderr

@@ -4,10 +4,8 @@ consistency, and the flat-versus-ladder ablation over one candidate stream."""
 import json
 import math
 import random
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import pytest
@@ -263,34 +261,6 @@ def test_problems_benched_at_a_time_give_the_results_of_one_at_a_time(tmp_path):
     assert [r["problem"] for r in jobs["rows"]] == [r["problem"] for r in serial["rows"]]
     assert outcome(jobs) == outcome(serial)
     assert "--jobs 3" in jobs["runs"][0]["command"]
-
-
-def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_path):
-    args = [*CLI, "bench", "softmax", "rmsnorm", "--backend", "sim", "--jobs", "2",
-            "--budget-per-problem", "100000evals", "--out", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    events = [tmp_path / "sessions" / f"{name}-ladder" / "events.jsonl"
-              for name in ("softmax", "rmsnorm")]  # fmt: skip
-    deadline = time.monotonic() + 120
-
-    def evaluated(path):  # an evaluation of that search is checkpointed
-        return path.exists() and '"kind":"evaluated"' in path.read_text()
-
-    while not all(map(evaluated, events)):
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    for name in ("softmax", "rmsnorm"):
-        store = Store(tmp_path / "sessions" / f"{name}-ladder" / "state.duckdb", read_only=True)
-        try:
-            assert 0 < store.db.execute("SELECT count(*) FROM evaluations").fetchone()[0] < 100000
-        finally:
-            store.close()
-    out = bench("softmax", "--backend", "sim", "--budget-per-problem", "5evals", "--out",
-                str(tmp_path), check=False)  # fmt: skip
-    assert out.returncode == 2 and "limits {'evaluations': 100000" in out.stderr
 
 
 def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):

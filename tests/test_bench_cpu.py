@@ -88,7 +88,10 @@ def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_
     """On cpu, where evaluations take seconds (on sim a search can end before the signal)."""
     args = [sys.executable, "-m", "engine.cli", "bench", "softmax", "rmsnorm", "--backend", "cpu",
             "--jobs", "2", "--budget-per-problem", "100evals", "--out", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as in a terminal, also where pytest runs with SIGINT ignored (a script's background
+    # job), which its children would inherit
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     sessions = [tmp_path / "sessions" / f"{name}-ladder" for name in ("softmax", "rmsnorm")]
     deadline = time.monotonic() + 300
 

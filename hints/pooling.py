@@ -151,14 +151,16 @@ import triton.language as tl
 # size-1 dims added in front.
 WINDOWS = $windows
 CEIL = $ceil
-CONSTANTS = "KD KH KW SD SH SW PD PH PW DD DH DW".split()
+# Each window with its kernel's constexprs; the one window serves any shape when there is one.
+NAMES = "KD KH KW SD SH SW PD PH PW DD DH DW".split()
+LAUNCH = {shape: (w, dict(zip(NAMES, [n for dims in w for n in dims], strict=True)))
+          for shape, w in WINDOWS.items()}
+SOLE = next(iter(LAUNCH.values())) if len(set(WINDOWS.values())) == 1 else None
 
 
 def window_at(shape):
-    \"\"\"The window at this input shape; the one window, whatever the shape, when the ladder has
-    one.\"\"\"
-    windows = set(WINDOWS.values())
-    return windows.pop() if len(windows) == 1 else WINDOWS[tuple(shape)]
+    \"\"\"(the window, its kernel's constants) at this input shape.\"\"\"
+    return SOLE or LAUNCH[tuple(shape)]
 
 
 def pooled(size, k, s, p, d):
@@ -182,8 +184,7 @@ class ModelNew(nn.Module):
 $init_source
     def forward($forward_params):
         x = $input.contiguous()
-        window = window_at(x.shape)
-        constants = dict(zip(CONSTANTS, [n for dims in window for n in dims], strict=True))
+        window, constants = window_at(x.shape)
         spatial = list(x.shape[-$spatial:])
         D, H, W = [1] * (3 - $spatial) + spatial
         OD, OH, OW = (pooled(n, *w) for n, w in zip((D, H, W), zip(*window)))

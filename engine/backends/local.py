@@ -26,11 +26,6 @@ from engine.worker.client import Timeouts, WorkerClient
 # timings on one device never overlap. The engine's loop evaluates one candidate at a time, so
 # only callers running several searches in threads (`bench --jobs`) ever wait on it.
 _GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
-
-
-def gpu_turn(device: str, gpu: int) -> threading.Lock:
-    """The lock whose holder alone works on GPU `gpu` (on cpu, one lock for the host)."""
-    return _GPU_LOCKS[gpu if device == "cuda" else -1]
 # Seeds of the `check` command's inputs, and the offset of an evaluation's timing inputs.
 CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # A session's pools: the check seeds each candidate draws a few of, and the re-check seeds (never
@@ -38,6 +33,11 @@ CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # (engine.worker.reference_bank).
 CHECK_POOL, RECHECK_POOL = 8, 4
 AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
+
+
+def gpu_turn(device: str, gpu: int) -> threading.Lock:
+    """The lock whose holder alone works on GPU `gpu` (on cpu, one lock for the host)."""
+    return _GPU_LOCKS[gpu if device == "cuda" else -1]
 
 
 def check_seeds(seed: int, count: int) -> list[int]:

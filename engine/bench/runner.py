@@ -213,7 +213,7 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         with written:
             finished[spec] = outcome
             done = [finished[s] for s in problems if s in finished]
-            results["searches"].update({k: v for o in done for k, v in o.searches.items()})
+            results["searches"].update(outcome.searches)
             results["rows"] = earlier_rows + [{**r, "run": run} for o in done for r in o.rows]
             results["ablation"] = earlier_ablation + [o.ablation for o in done if o.ablation]
             write_results(with_metrics(plan, results, problems, skipped), plan.out)
@@ -308,7 +308,7 @@ def with_metrics(plan: BenchPlan, results: dict, problems: dict, skipped: dict) 
     short) is listed as unfinished, not counted."""
     run = results["runs"][-1]
     run["kernelbench"] = [p.name for spec, p in problems.items() if spec in plan.kernelbench]
-    run["kernelbench_skipped"] = {f: why for f, why in skipped.items() if f in plan.kernelbench}
+    run["kernelbench_skipped"] = dict(skipped)  # only KernelBench files are ever skipped
     policy = plan.precision_policy
     runs = [r for r in results["runs"] if r.get("precision_policy", "strict") == policy]
     names = list(dict.fromkeys(n for r in runs for n in r.get("kernelbench", ())))

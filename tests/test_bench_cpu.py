@@ -6,12 +6,14 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from engine.bench.measure import time_contenders
+from engine.backends.local import gpu_turn
+from engine.bench.measure import measure_ceilings, time_contenders
 from engine.problems import load_problem
 from engine.session.store import Store
 
@@ -115,3 +117,17 @@ def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_
              "--budget-per-problem", "5evals", "--out", str(tmp_path)]  # fmt: skip
     again = subprocess.run(again, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "limits {'evaluations': 100" in again.stderr
+
+
+@pytest.mark.slow
+def test_the_timing_process_waits_for_its_turn_on_the_device():
+    """The bench's timing process (eager, torch.compile, the ceilings) runs only while no
+    evaluation of another search (`bench --jobs`) holds the device."""
+    start = time.monotonic()
+    measure_ceilings("cpu")
+    alone = time.monotonic() - start
+    done = threading.Event()
+    with gpu_turn("cpu", 0):
+        threading.Thread(target=lambda: (measure_ceilings("cpu"), done.set()), daemon=True).start()
+        assert not done.wait(2 * alone + 2)  # twice what it takes alone: it is waiting
+    assert done.wait(120)

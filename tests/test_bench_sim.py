@@ -193,6 +193,8 @@ def test_usage_errors_come_before_any_search(tmp_path):
     assert out.returncode == 2 and "cannot read budget 'soon'" in out.stderr
     out = bench("nosuchproblem", "--backend", "sim", "--out", str(tmp_path), check=False)
     assert out.returncode == 2 and "no problem 'nosuchproblem'" in out.stderr
+    out = bench("softmax", "--backend", "sim", "--jobs", "0", "--out", str(tmp_path), check=False)
+    assert out.returncode == 2 and "--jobs 0: give 1 or more" in out.stderr
     assert not (tmp_path / "sessions").exists()
 
 

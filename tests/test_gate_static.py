@@ -93,6 +93,18 @@ def test_calls_replaced_operator(softmax, line, header):
     assert "line" in rejection.message
 
 
+@pytest.mark.parametrize("line", ["x = torch.divide(x, 2.0)", "x = torch.true_divide(x, 2.0)"])
+def test_another_name_of_a_replaced_operator_is_that_operator(line):
+    """Attack: linear_relu_div replaces `div`; torch's aliases of it are the same operator."""
+    problem = load_problem("linear_relu_div")
+    source = with_forward_line(line).replace(
+        "def __init__(self):", "def __init__(self, in_features, out_features):"
+    )
+    rejection = static_check(problem, source)
+    assert rejection is not None and rejection.reason == "calls_replaced_operator", rejection
+    assert "div" in rejection.message
+
+
 def test_triton_dot_and_weight_modules_are_not_replaced_calls():
     problem = load_problem("linear_relu_div")
     source = (CANDIDATES / "softmax_valid.py").read_text()

@@ -52,6 +52,9 @@ class Strategy:
     applies_to: Callable[[Match], bool] = field(default=lambda match: True, compare=False)
     # Extra $placeholders derived from the match (code snippets, constants); default: facts.
     substitutions: Callable[[Match], dict] | None = field(default=None, compare=False)
+    # What PyTorch computes the replaced operator in from fp32 inputs at its defaults: "tf32" for
+    # cuDNN's convolutions, so that strict judges a TF32 kernel against TF32's error there.
+    torch_precision: str = "fp32"
 
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.params}

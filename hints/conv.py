@@ -343,8 +343,9 @@ FAMILY = Family(
                 "input on the fly (no im2col buffer; masked where a transposed convolution's "
                 "stride skips) into [BLOCK_P x BLOCK_K] tiles, multiplied with tl.dot against "
                 "the weight's [BLOCK_K x BLOCK_CO] slice. fp32 inputs "
-                "choose input_precision: ieee (strict), tf32x3 (near-fp32 on tensor cores) or "
-                "tf32 (fastest, named in the result)."
+                "choose input_precision: ieee (fp32 on the FMA units), tf32x3 (near-fp32 on "
+                "tensor cores) or tf32 (what cuDNN computes a convolution in at PyTorch's "
+                "defaults; named in the result)."
             ),
             template=IMPLICIT_GEMM_TEMPLATE,
             params=(
@@ -358,6 +359,7 @@ FAMILY = Family(
             ),
             applies_to=has_wide_groups,
             substitutions=substitutions,
+            torch_precision="tf32",
         ),
         Strategy(
             name="conv.direct_tiled",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hints import stages
-from hints.base import Family, Match, Strategy
+from hints.base import Family, Match, Param, Strategy
 from hints.binding import constructor_source
 from hints.merge import body_lines, merge_modules
 
@@ -85,8 +85,9 @@ def match(problem) -> Match | None:
     )
 
 
-def stage_sources(match: Match) -> list[tuple[str, str]]:
-    """(id, source) of each family stage's candidate, at its family's first strategy."""
+def stage_sources(match: Match, precision: str) -> list[tuple[str, str]]:
+    """(id, source) of each family stage's candidate, at its family's first strategy, with
+    `precision` for the stages whose strategy takes one (their tl.dot on fp32 operands)."""
     families = {f.name: f for f in stage_families()}
     sources = []
     for k, stage in enumerate(match.facts["stages"]):
@@ -94,7 +95,8 @@ def stage_sources(match: Match) -> list[tuple[str, str]]:
             family = families[stage["family"]]
             sub = Match(family.name, stage["facts"])
             strategy = first_strategy(family, sub)
-            sources.append((f"stage {k}: {strategy.name}", strategy.render(sub)))
+            params = {"precision": precision} if "precision" in strategy.defaults() else {}
+            sources.append((f"stage {k}: {strategy.name}", strategy.render(sub, params)))
     return sources
 
 
@@ -115,7 +117,8 @@ class StagedStrategy(Strategy):
     """Renders the whole chain; its template is unused."""
 
     def render(self, match: Match, params: dict | None = None) -> str:
-        merged = merge_modules(stage_sources(match), frozenset({"ModelNew"}))
+        precision = {**self.defaults(), **(params or {})}["precision"]
+        merged = merge_modules(stage_sources(match, precision), frozenset({"ModelNew"}))
         classes = [c.name for c in merged.classes]
         merged.imports.require("torch")
         parts = [
@@ -152,6 +155,7 @@ CHAIN = StagedStrategy(
         "intermediate through memory."
     ),
     template="",
+    params=(Param("precision", ("ieee", "tf32x3", "tf32"), "ieee"),),
 )
 
 FAMILY = Family(

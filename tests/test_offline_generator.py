@@ -105,11 +105,53 @@ def test_precision_policy_bounds_the_precisions_proposed():
         parent = ParentInfo("c0001", top.source, top.origin, top.params, [], None)
         return {p.params["precision"] for p in proposals(policy, parent)}
 
+    # strict judges by measured error: tf32x3 first (it passes on merit), ieee its neighbour,
+    # never plain TF32 on a GEMM (it fails on merit)
     strict = proposals("strict")
-    assert strict and {p.params["precision"] for p in strict} == {"ieee"}
-    assert {infer_precision(p.source) for p in strict} == {"fp32"}
-    assert neighbour_precisions("strict", strict) == {"ieee"}
+    assert strict and {p.params["precision"] for p in strict} == {"tf32x3"}
+    assert {infer_precision(p.source) for p in strict} == {"tf32x3"}
+    assert neighbour_precisions("strict", strict) == {"tf32x3", "ieee"}
     tf32 = proposals("tf32")
     assert tf32 and {p.params["precision"] for p in tf32} == {"tf32"}
     assert {infer_precision(p.source) for p in tf32} == {"tf32"}
     assert neighbour_precisions("tf32", tf32) == {"tf32", "tf32x3"}  # one step from tf32
+
+
+def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
+    """cuDNN convolutions run in TF32 at PyTorch's defaults, so under strict a TF32 convolution
+    is judged against TF32's error: it is a neighbour there, and never on a GEMM."""
+
+    def precisions(problem) -> set[str]:
+        generator = OfflineGenerator(problem)
+        return {
+            v
+            for strategy, _ in generator.applicable
+            for p in strategy.params
+            if p.name == "precision"
+            for v in p.values
+        }
+
+    conv = load_problem(
+        str(
+            TESTS
+            / "problems_kernelbench"
+            / "level1"
+            / "50_conv_standard_2D__square_input__square_kernel.py"
+        )
+    )
+    implicit = [s for s, _ in OfflineGenerator(conv).applicable if s.name == "conv.implicit_gemm"]
+    assert implicit and implicit[0].torch_precision == "tf32"
+    assert precisions(conv) == {"tf32x3", "tf32", "ieee"}
+    assert precisions(load_problem("linear_relu_div")) == {"tf32x3", "ieee"}
+
+
+def test_a_staged_chain_computes_its_products_at_the_policys_precision():
+    """A chain's GEMM stage takes the chain's precision: tf32x3 first under strict."""
+    path = TESTS / "problems_kernelbench" / "level2" / "37_Matmul_Swish_Sum_GroupNorm.py"
+    for policy, expected in (("strict", "tf32x3"), ("tf32", "tf32")):
+        problem = load_problem(str(path), policy)
+        request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+        (chain,) = OfflineGenerator(problem).propose(request).proposals
+        assert chain.origin == "staged.chain"
+        assert chain.params == {"precision": expected}
+        assert infer_precision(chain.source) == expected  # from the stage's tl.dot

@@ -280,7 +280,7 @@ def test_precision_policy_is_kept_with_the_session_and_on_resume(tmp_path):
     coarse = {c.params["precision"] for c in candidates if not c.parent}
     resumed = {c.params["precision"] for c in candidates if c.created_step > first["step"]}
     assert coarse == {"tf32"}
-    assert "tf32x3" in resumed  # a mutation that strict, allowing ieee only, could not make
+    assert "tf32x3" in resumed  # a neighbour of the coarse tf32 candidates
 
 
 def test_ls_and_export(tmp_path):

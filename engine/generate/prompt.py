@@ -21,8 +21,9 @@ MAX_FACT_ITEMS = 4
 MAX_MESSAGE_CHARS = 400  # an error message longer than this is a traceback: keep its head
 # The output contract's line on the session's precision policy (engine.problems.PRECISION_POLICIES).
 PRECISION_CONTRACT = {
-    "strict": "- computes fp32 inputs in fp32, as this session's precision policy is strict: "
-    'every `tl.dot` on fp32 operands passes `input_precision="ieee"` (TF32 is rejected);',
+    "strict": "- computes fp32 inputs to fp32 accuracy, as this session's precision policy is "
+    "strict: its error against float64 may be at most twice PyTorch's own, so every `tl.dot` on "
+    'fp32 operands passes `input_precision="ieee"` or `"tf32x3"` (plain TF32 fails a GEMM);',
     "tf32": "- may run `tl.dot` on fp32 operands on TF32 tensor cores "
     '(`input_precision="tf32"` or `"tf32x3"`), as this session\'s precision policy is tf32, '
     "with its error within the problem's tf32 tolerance;",

@@ -214,6 +214,11 @@ def test_work_deferred_to_the_fetch_is_tampering(backend, softmax):
     assert "handing over" in result.message
 
 
+def test_a_first_fetchs_one_time_cost_is_not_charged_to_a_timed_call(backend, softmax):
+    result = judge(backend, softmax, fill(attacks.FIRST_FETCH_IS_SLOW, SLEEP_S=SLEEP_S), TIMING)
+    assert result.passed, result.message
+
+
 def test_memoising_by_address_gains_nothing(backend, softmax):
     timing = {**TIMING, "reps": 12}
     result = judge(backend, softmax, attacks.MEMOISES_BY_ADDRESS, timing)

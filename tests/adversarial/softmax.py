@@ -253,11 +253,31 @@ DEFERS_ITS_WORK = candidate(
         return reply
 
     def _fetch(self, message):
-        time.sleep(SLEEP_S)
-        self.last_output = launch(self.model.pending)
+        pending = getattr(self.model, "pending", None)
+        if pending is not None:  # a timed call ran: do its work now
+            time.sleep(SLEEP_S)
+            self.last_output = launch(pending)
         return _real_fetch(self, message)
 
     _session.op_time_begin, _session.op_fetch = _begin, _fetch
+""",
+)
+# Not an attack: an honest kernel whose first fetch pays a one-time cost (on cuda, the gather
+# kernel for its output's size loaded lazily), which no timed call may be charged with.
+FIRST_FETCH_IS_SLOW = candidate(
+    "return launch(x)",
+    prelude="""
+    import sys, time
+    _session = sys.modules["kbrunner.session"].RunnerSession
+    _real_fetch = _session.op_fetch
+
+    def _fetch(self, message):
+        if not getattr(self, "fetched", False):
+            self.fetched = True
+            time.sleep(SLEEP_S)
+        return _real_fetch(self, message)
+
+    _session.op_fetch = _fetch
 """,
 )
 MEMOISES_BY_ADDRESS = candidate(

@@ -72,6 +72,23 @@ def test_a_reference_larger_than_a_quarter_of_the_bank_is_not_kept():
     assert calls == [1, 1] and not bank.entries
 
 
+def test_references_leave_the_device_while_it_is_short_of_its_reserve():
+    """Other processes' use counts: a bank keeps nothing on a device below its reserve (four
+    judges' banks filled an H200 under bench --jobs 4), and banks again once memory is back."""
+    free = {"bytes": 10}
+    bank = ReferenceBank("cpu", free_bytes=lambda: free["bytes"], reserve_bytes=100)
+    calls = []
+    bank.get(("p", 1), counted(1, calls))
+    assert not bank.entries and bank.counts["dropped"] == 1
+    free["bytes"] = 1000
+    bank.get(("p", 1), counted(1, calls))
+    bank.get(("p", 1), counted(1, calls))
+    assert calls == [1, 1] and list(bank.entries) == [("p", 1)]
+    free["bytes"] = 10  # another judge filled the device: the next store makes room
+    bank.get(("p", 2), counted(2, calls))
+    assert not bank.entries
+
+
 def test_candidates_draw_varied_subsets_of_one_pool_and_recheck_apart_from_it():
     rung = RungSpec(0, ("tiny",), warmup=1, reps=3)
     weights, checks, rechecks = seed_pools(7)

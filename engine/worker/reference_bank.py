@@ -8,8 +8,10 @@ what determines it: the problem file's contents, the size, the weights' and the 
 the device and the precision policy. Each entry's checksum, taken when it is stored, is checked
 before every use; an entry that no longer matches is dropped and recomputed.
 
-Memory is capped: entries live on the judge's device up to a share of its memory, then move to
-host memory (pinned on cuda) up to a cap, then the least recently used are dropped. An entry
+Memory is capped: entries live on the judge's device up to a share of its memory, and while the
+device keeps a reserve free for the evaluation in hand (several judges share a GPU under `bench
+--jobs`: four banks at a quarter each filled an H200, and runners ran out of memory), then move
+to host memory (pinned on cuda) up to a cap, then the least recently used are dropped. An entry
 larger than a quarter of the device's share is not banked, and one larger than HOST_ENTRY_BYTES
 is dropped rather than moved: recomputing those costs less than keeping or moving them (softmax
 at 4096x393216 holds 26 GB a reference). A dropped entry costs only its recomputation.
@@ -25,6 +27,9 @@ import torch
 from engine.gate.correctness import Reference
 
 GPU_SHARE = 0.25  # of the device's memory, on cuda
+# Of the device's memory, what banks leave free (counting every process's use) for the
+# evaluation that holds the GPU: its inputs, outputs and float64 references.
+DEVICE_RESERVE = 0.5
 HOST_BYTES = 16 << 30
 HOST_ENTRY_BYTES = 1 << 30
 CPU_DEVICE_BYTES = 4 << 30  # on the cpu backend "device" memory is host memory: one tier
@@ -72,9 +77,23 @@ class Entry:
     on_host: bool = False
 
 
+def cuda_free_bytes() -> int:
+    """Free memory on the current GPU, after returning this process's cached blocks."""
+    torch.cuda.empty_cache()
+    return torch.cuda.mem_get_info()[0]
+
+
 class ReferenceBank:
-    def __init__(self, device: str, device_bytes: int | None = None, host_bytes: int = HOST_BYTES):
+    def __init__(self, device: str, device_bytes: int | None = None, host_bytes: int = HOST_BYTES,
+                 free_bytes=None, reserve_bytes: int | None = None):  # fmt: skip
+        """`free_bytes()`: the device's free memory, all processes counted (on cuda by default);
+        entries leave the device while it is below `reserve_bytes`."""
         self.device = device
+        if device == "cuda":
+            total = torch.cuda.get_device_properties(0).total_memory
+            free_bytes = free_bytes or cuda_free_bytes
+            reserve_bytes = int(DEVICE_RESERVE * total) if reserve_bytes is None else reserve_bytes
+        self.free_bytes, self.reserve_bytes = free_bytes, reserve_bytes or 0
         if device_bytes is None:
             device_bytes = (
                 int(GPU_SHARE * torch.cuda.get_device_properties(0).total_memory)
@@ -107,9 +126,9 @@ class ReferenceBank:
 
     def _fit(self) -> None:
         """Move the least recently used entries to host memory, then drop them, until each
-        tier is within its cap."""
+        tier is within its cap and the device keeps its reserve."""
         for entry in self.entries.values():
-            if self._bytes(on_host=False) <= self.device_bytes:
+            if self._bytes(on_host=False) <= self.device_bytes and not self._short_of_memory():
                 break
             if not entry.on_host and entry.nbytes <= min(self.host_bytes, HOST_ENTRY_BYTES):
                 entry.reference = moved(entry.reference, "cpu")
@@ -120,6 +139,14 @@ class ReferenceBank:
         ):
             self.entries.popitem(last=False)
             self.counts["dropped"] += 1
+        for key in [k for k, e in self.entries.items() if not e.on_host]:
+            if not self._short_of_memory():
+                break
+            del self.entries[key]  # too large for host memory
+            self.counts["dropped"] += 1
+
+    def _short_of_memory(self) -> bool:
+        return self.free_bytes is not None and self.free_bytes() < self.reserve_bytes
 
     def _bytes(self, on_host: bool) -> int:
         return sum(e.nbytes for e in self.entries.values() if e.on_host == on_host)

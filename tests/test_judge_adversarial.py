@@ -214,8 +214,9 @@ def test_work_deferred_to_the_fetch_is_tampering(backend, softmax):
     assert "handing over" in result.message
 
 
-def test_a_first_fetchs_one_time_cost_is_not_charged_to_a_timed_call(backend, softmax):
-    result = judge(backend, softmax, fill(attacks.FIRST_FETCH_IS_SLOW, SLEEP_S=SLEEP_S), TIMING)
+def test_a_first_fetchs_cost_and_one_hiccup_are_not_tampering(backend, softmax):
+    """The first fetch (untimed) pays one-time costs; one slow timed fetch moves no median."""
+    result = judge(backend, softmax, fill(attacks.SLOW_FIRST_FETCHES, SLEEP_S=SLEEP_S), TIMING)
     assert result.passed, result.message
 
 

@@ -48,6 +48,10 @@ NOISE_MS = {
     "cpu": {"per_call": 5.0, "fixed": 200.0, "fetch": 100.0},
 }
 EVENT_AFTER_HOST_MS = 0.05  # CUDA events lie inside the host bracket, up to clock skew
+# Verified fetches of one timed size that may exceed the allowance: a single hiccup of a loaded
+# host (2-3 ms, seen on the H200 under bench --jobs) moves no median, and work deferred from
+# enough calls to move the median shows on nearly every fetch.
+SLOW_FETCHES_TOLERATED = 1
 
 
 def _number(reply: dict, key: str) -> float:
@@ -70,6 +74,7 @@ class JudgeClock:
         self.timing = timing
         self.rng = random.Random(timing["seed"] * 7919 + 17)
         self.bracket = Bracket(job.device)
+        self.slow_fetches = 0
 
     def request(self, message: dict, what: str) -> tuple[dict, float]:
         """One runner command timed by the judge's clock, with none of the judge's own GPU work
@@ -154,9 +159,7 @@ class JudgeClock:
                 claimed += host
                 seen += wall - runner_overhead
                 if r in verified:
-                    fetched = self.verify(k) - fetch_overhead
-                    self.check_fetch(fetched, host)
-                    seen += fetched
+                    seen += self.check_fetch(self.verify(k) - fetch_overhead, host)
             if k == sets - 1 and r < reps - 1:
                 self.shift()
         self.check_accounting(claimed, seen, reps)
@@ -168,14 +171,19 @@ class JudgeClock:
         self.request({"op": "shift", "shift": shift}, "changing the inputs")
         shift_inputs(self.input_sets, shift)
 
-    def check_fetch(self, fetched: float, host: float) -> None:
-        """A fetch costs what a no-op's fetch costs: more means the call's work was deferred."""
-        if fetched > self.noise["fetch"] + TAMPER_SHARE * host:
+    def check_fetch(self, fetched: float, host: float) -> float:
+        """A fetch costs what a no-op's fetch costs: more, beyond one hiccup, means the calls'
+        work was deferred. The fetch's time the accounting counts (none for the hiccup)."""
+        if fetched <= self.noise["fetch"] + TAMPER_SHARE * host:
+            return fetched
+        self.slow_fetches += 1
+        if self.slow_fetches > SLOW_FETCHES_TOLERATED:
             raise CandidateRejected(
                 "timing_tampered",
                 f"handing over a timed call's output took {fetched:.3g} ms more than a no-op's; "
                 f"the call itself claimed {host:.3g} ms. Work must be done inside the timed call",
             )
+        return 0.0
 
     def check_accounting(self, claimed: float, seen: float, reps: int) -> None:
         allowance = TAMPER_SHARE * claimed + self.noise["per_call"] * reps + self.noise["fixed"]

@@ -263,8 +263,8 @@ DEFERS_ITS_WORK = candidate(
 """,
 )
 # Not an attack: an honest kernel whose first fetch pays a one-time cost (on cuda, the gather
-# kernel for its output's size loaded lazily), which no timed call may be charged with.
-FIRST_FETCH_IS_SLOW = candidate(
+# kernel for its output's size loaded lazily) and whose next fetch meets a hiccup of the host.
+SLOW_FIRST_FETCHES = candidate(
     "return launch(x)",
     prelude="""
     import sys, time
@@ -272,8 +272,8 @@ FIRST_FETCH_IS_SLOW = candidate(
     _real_fetch = _session.op_fetch
 
     def _fetch(self, message):
-        if not getattr(self, "fetched", False):
-            self.fetched = True
+        self.fetches = getattr(self, "fetches", 0) + 1
+        if self.fetches <= 2:
             time.sleep(SLEEP_S)
         return _real_fetch(self, message)
 

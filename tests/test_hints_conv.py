@@ -1,6 +1,10 @@
 """The conv hint family: matching from traced calls, and every strategy's candidates correct on
 the CPU interpreter for the built-in grouped conv (grouped and depthwise sizes) and unseen files."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from hints_checks import candidate_error, problem, strategy
 
@@ -60,15 +64,74 @@ def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
     assert candidate_error(wide, source, tmp_path) < STRICT
 
 
+@pytest.mark.parametrize(
+    "params",
+    [{}, {"GEMM_BLOCK_P": 32, "GEMM_BLOCK_CO": 16, "BLOCK_K": 16}, {"precision": "tf32x3"}],
+)
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "grouped_conv_wide_relu.py",
+        "conv_transpose1d_wide_dilated.py",
+        "conv_transpose2d_wide_stride2.py",
+        "conv_transpose3d_wide_stride2.py",
+    ],
+)
+def test_tap_gemm_points_on_wide_channels(spec, params, tmp_path):
+    """Tap by tap, in plain (dilated, grouped, with an epilogue) and transposed convolutions:
+    in one loop where the stride is one, by phases of the stride (padding, output padding and
+    dilation in two and three dims) where it is not."""
+    wide = problem(spec)
+    source = strategy(FAMILY, "conv.tap_gemm").render(FAMILY.match(wide), params)
+    assert candidate_error(wide, source, tmp_path) < STRICT
+
+
+def test_tf32_operands_are_rounded_to_nearest(tmp_path):
+    """tl.dot reads fp32 as TF32 by dropping 13 bits; the GEMM kernels round first, so their
+    error is of cuDNN's kind: each value becomes its nearest TF32 value, ties away from zero."""
+    wide = problem("grouped_conv_wide_relu.py")
+    source = strategy(FAMILY, "conv.tap_gemm").render(FAMILY.match(wide), {"precision": "tf32"})
+    module = tmp_path / "candidate.py"
+    module.write_text(source)
+    script = f"""
+import importlib.util
+import torch, triton, triton.language as tl
+spec = importlib.util.spec_from_file_location("candidate", {str(module)!r})
+candidate = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(candidate)
+assert candidate.ROUND_TO_TF32
+
+@triton.jit
+def apply(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, candidate.round_to_tf32(tl.load(x_ptr + offs)))
+
+x = torch.randn(4096) * 10.0 ** torch.randint(-20, 20, (4096,))
+ties = [1 + 2 ** -11, -(1 + 2 ** -11), 1 + 3 * 2 ** -11]  # halfway: away from zero
+x[:8] = torch.tensor([*ties, 0.0, 1.0, 2 ** -12, 3.0, -7.5])
+y = torch.empty_like(x)
+apply[(1,)](x, y, BLOCK=4096)
+# the nearest multiple of TF32's unit in the last place, computed in float64, ties away from 0
+x64 = x.double()
+ulp = 2.0 ** (torch.floor(torch.log2(x64.abs().clamp_min(1e-300))) - 10)
+near = torch.sign(x64) * torch.floor(x64.abs() / ulp + 0.5) * ulp
+assert torch.equal(y.double(), near), (x[y.double() != near][:4], y[y.double() != near][:4])
+print("ok")
+"""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("spec", ["depthwise_conv5x5_stride2.py", "grouped_conv_wide_relu.py"])
 def test_unseen_convolutions_get_correct_candidates(spec, tmp_path):
     unseen = problem(spec)
     match = FAMILY.match(unseen)
     assert match is not None
     applicable = [s for s in FAMILY.strategies if s.applies_to(match)]
-    assert len(applicable) == 2
+    assert len(applicable) == (2 if spec.startswith("depthwise") else 3)
     for s in applicable:
-        assert candidate_error(unseen, s.render(match), tmp_path) < STRICT
+        assert candidate_error(unseen, s.render(match, {"precision": "tf32x3"}), tmp_path) < STRICT
 
 
 def test_depthwise_stride_two_facts():

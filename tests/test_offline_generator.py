@@ -119,7 +119,7 @@ def test_precision_policy_bounds_the_precisions_proposed():
 
 def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
     """cuDNN convolutions run in TF32 at PyTorch's defaults, so under strict a TF32 convolution
-    is judged against TF32's error: it is a neighbour there, and never on a GEMM."""
+    is judged against TF32's error: it is proposed there, and never on a GEMM."""
 
     def precisions(problem) -> set[str]:
         generator = OfflineGenerator(problem)
@@ -143,6 +143,12 @@ def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
     assert implicit and implicit[0].torch_precision == "tf32"
     assert precisions(conv) == {"tf32x3", "tf32", "ieee"}
     assert precisions(load_problem("linear_relu_div")) == {"tf32x3", "ieee"}
+    # the coarse round tries such a strategy in tf32 (rounded) and in tf32x3 (sure to pass)
+    request = GenerationRequest(conv, "coarse", 0, random.Random(0))
+    coarse = OfflineGenerator(conv).propose(request).proposals
+    tried = [p.params["precision"] for p in coarse if p.origin == "conv.implicit_gemm"]
+    assert tried == ["tf32", "tf32x3"]
+    assert [infer_precision(p.source) for p in coarse if p.origin == "conv.implicit_gemm"] == tried
 
 
 def test_a_staged_chain_computes_its_products_at_the_policys_precision():

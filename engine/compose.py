@@ -21,7 +21,7 @@ def make_generator(settings: SessionSettings, problem):
     if settings.generator == "offline":
         from engine.generate.offline import OfflineGenerator
 
-        return OfflineGenerator(problem)
+        return OfflineGenerator(problem, settings.backend)
     from engine.generate.llm import LLMGenerator
 
     return LLMGenerator(settings.model, api_base=settings.api_base)

@@ -58,7 +58,7 @@ def test_a_gate_passing_kernel_among_the_first_evaluations(level, category, name
     assert family in [f.name for f, _ in match_problem(problem)]
     request = GenerationRequest(problem, "coarse", 0, random.Random(0))
     verdicts = []
-    for proposal in OfflineGenerator(problem).propose(request).proposals[:FIRST_EVALUATIONS]:
+    for proposal in OfflineGenerator(problem, "cpu").propose(request).proposals[:FIRST_EVALUATIONS]:
         result = cpu_gate().check(problem, proposal.source)
         if result.passed:
             return

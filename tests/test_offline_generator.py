@@ -121,8 +121,8 @@ def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
     """cuDNN convolutions run in TF32 at PyTorch's defaults, so under strict a TF32 convolution
     is judged against TF32's error: it is proposed there, and never on a GEMM."""
 
-    def precisions(problem) -> set[str]:
-        generator = OfflineGenerator(problem)
+    def precisions_on(problem, backend="cuda") -> set[str]:
+        generator = OfflineGenerator(problem, backend)
         return {
             v
             for strategy, _ in generator.applicable
@@ -141,14 +141,16 @@ def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
     )
     implicit = [s for s, _ in OfflineGenerator(conv).applicable if s.name == "conv.implicit_gemm"]
     assert implicit and implicit[0].torch_precision == "tf32"
-    assert precisions(conv) == {"tf32x3", "tf32", "ieee"}
-    assert precisions(load_problem("linear_relu_div")) == {"tf32x3", "ieee"}
+    assert precisions_on(conv) == {"tf32x3", "tf32", "ieee"}
+    assert precisions_on(load_problem("linear_relu_div")) == {"tf32x3", "ieee"}
     # the coarse round tries such a strategy in tf32 (rounded) and in tf32x3 (sure to pass)
     request = GenerationRequest(conv, "coarse", 0, random.Random(0))
     coarse = OfflineGenerator(conv).propose(request).proposals
     tried = [p.params["precision"] for p in coarse if p.origin == "conv.implicit_gemm"]
     assert tried == ["tf32", "tf32x3"]
     assert [infer_precision(p.source) for p in coarse if p.origin == "conv.implicit_gemm"] == tried
+    # on the cpu, PyTorch's convolutions are fp32: nothing in tf32 there
+    assert precisions_on(conv, "cpu") == {"tf32x3", "ieee"}
 
 
 def test_a_staged_chain_computes_its_products_at_the_policys_precision():

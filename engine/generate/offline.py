@@ -41,12 +41,15 @@ STRICT_AT_TF32_REFERENCE = ("tf32", "tf32x3", "ieee")
 class OfflineGenerator:
     name = "offline"
 
-    def __init__(self, problem):
+    def __init__(self, problem, backend: str = "cuda"):
+        """`backend`: where the reference runs; PyTorch computes convolutions in TF32 on a GPU
+        (cuDNN's default), in fp32 on the cpu."""
         self.problem = problem
         self.matches = hints.match_problem(problem)
+        self.tf32_reference = backend != "cpu"
         # Every applicable strategy, its precision narrowed to the session's policy.
         self.applicable = [
-            (within_policy(s, problem.precision_policy), match)
+            (within_policy(s, problem.precision_policy, self.tf32_reference), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
@@ -85,7 +88,8 @@ class OfflineGenerator:
         if request.kind == "coarse" or request.parent is None:
             for strategy, match in self.applicable:
                 yield strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"
-                if self.problem.precision_policy == "strict" and strategy.torch_precision == "tf32":
+                strict = self.problem.precision_policy == "strict"
+                if strict and strategy.defaults().get("precision") == "tf32":
                     sure = {**strategy.defaults(), "precision": "tf32x3"}
                     yield strategy, match, sure, f"{strategy.name} in tf32x3"
             return
@@ -142,10 +146,11 @@ class OfflineGenerator:
         return None
 
 
-def within_policy(strategy: Strategy, policy: str) -> Strategy:
-    """The strategy with its `precision` parameter narrowed to what `policy` allows."""
+def within_policy(strategy: Strategy, policy: str, tf32_reference: bool = True) -> Strategy:
+    """The strategy with its `precision` parameter narrowed to what `policy` allows (and under
+    strict, what PyTorch's own precision allows where `tf32_reference`)."""
     allowed = POLICY_INPUT_PRECISIONS[policy]
-    if policy == "strict" and strategy.torch_precision == "tf32":
+    if policy == "strict" and strategy.torch_precision == "tf32" and tf32_reference:
         allowed = STRICT_AT_TF32_REFERENCE
     params = tuple(
         replace(p, values=tuple(v for v in p.values if v in allowed), default=allowed[0])

@@ -214,10 +214,14 @@ def test_work_deferred_to_the_fetch_is_tampering(backend, softmax):
     assert "handing over" in result.message
 
 
-def test_a_first_fetchs_cost_and_one_hiccup_are_not_tampering(backend, softmax):
-    """The first fetch (untimed) pays one-time costs; one slow timed fetch moves no median."""
-    result = judge(backend, softmax, fill(attacks.SLOW_FIRST_FETCHES, SLEEP_S=SLEEP_S), TIMING)
+def test_a_first_fetchs_cost_and_one_hiccup_in_eight_verified_are_not_tampering(backend, softmax):
+    """The first fetch (untimed) pays one-time costs; one slow fetch of 8 verified (32 timed
+    calls) moves no median. Of 2 verified (8 timed calls), a slow one is still tampering."""
+    slow = fill(attacks.SLOW_FIRST_FETCHES, SLEEP_S=SLEEP_S)
+    result = judge(backend, softmax, slow, {**TIMING, "reps": 32})
     assert result.passed, result.message
+    result = judge(backend, softmax, slow, TIMING)
+    assert result.reason == "timing_tampered" and "handing over" in result.message
 
 
 def test_memoising_by_address_gains_nothing(backend, softmax):

@@ -30,12 +30,14 @@ def has_depthwise_size(match: Match) -> bool:
     return any(size[CIN_G] == 1 for size in match.facts["sizes"])
 
 
-def has_wide_groups(match: Match) -> bool:
-    """Whether a group's GEMM has tl.dot-sized sides somewhere on the ladder: its output
-    channels, and its reduction over input channels and taps (3 channels x 11 x 11 taps in
-    AlexNet's first convolution)."""
+def has_few_channels_many_taps(match: Match) -> bool:
+    """Whether, somewhere on the ladder, a group's GEMM has tl.dot-sized sides only when its
+    reduction runs over input channels and taps together (3 channels x 11 x 11 taps in
+    AlexNet's first convolution): its output channels, and channels x taps, but too few input
+    channels to go tap by tap."""
     return any(
-        size[CIN_G] * math.prod(size[KERNEL:]) >= MIN_DOT_CHANNELS
+        size[CIN_G] < MIN_DOT_CHANNELS
+        and size[CIN_G] * math.prod(size[KERNEL:]) >= MIN_DOT_CHANNELS
         and size[COUT_G] >= MIN_DOT_CHANNELS
         for size in match.facts["sizes"]
     )
@@ -102,7 +104,8 @@ FAMILY = Family(
             name="conv.implicit_gemm",
             family="conv",
             applies=f"at least {MIN_DOT_CHANNELS} output channels per group and as many input "
-            "channels x taps (smaller groups fall back to the direct tile kernel)",
+            f"channels x taps, but fewer than {MIN_DOT_CHANNELS} input channels (wider groups go "
+            "tap by tap; smaller ones fall back to the direct tile kernel)",
             addresses=("compute-bound", "occupancy-registers", "stall-memory"),
             explanation=(
                 "Treat each group as a GEMM: M = output positions, N = the group's output "
@@ -116,7 +119,7 @@ FAMILY = Family(
             ),
             template=IMPLICIT_GEMM_TEMPLATE,
             params=GEMM_PARAMS,
-            applies_to=has_wide_groups,
+            applies_to=has_few_channels_many_taps,
             substitutions=substitutions,
             torch_precision="tf32",
         ),

@@ -214,6 +214,15 @@ def test_work_deferred_to_the_fetch_is_tampering(backend, softmax):
     assert "handing over" in result.message
 
 
+def test_work_deferred_to_the_fetch_is_tampering_where_a_hiccup_would_pass(backend, softmax):
+    """With 8 verified fetches one slow fetch is tolerated; deferring every call's work still
+    shows on the others."""
+    attack = fill(attacks.DEFERS_ITS_WORK, SLEEP_S=SLEEP_S)
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 32})
+    assert result.reason == "timing_tampered", result.message
+    assert "handing over" in result.message
+
+
 def test_a_first_fetchs_cost_and_one_hiccup_in_eight_verified_are_not_tampering(backend, softmax):
     """The first fetch (untimed) pays one-time costs; one slow fetch of 8 verified (32 timed
     calls) moves no median. Of 2 verified (8 timed calls), a slow one is still tampering."""

@@ -46,10 +46,10 @@ class OfflineGenerator:
         (cuDNN's default), in fp32 on the cpu."""
         self.problem = problem
         self.matches = hints.match_problem(problem)
-        self.tf32_reference = backend != "cpu"
+        tf32_reference = backend != "cpu"
         # Every applicable strategy, its precision narrowed to the session's policy.
         self.applicable = [
-            (within_policy(s, problem.precision_policy, self.tf32_reference), match)
+            (within_policy(s, problem.precision_policy, tf32_reference), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
@@ -86,9 +86,9 @@ class OfflineGenerator:
     def moves(self, request: GenerationRequest):
         """Candidate moves in order of preference: (strategy, match, params, note)."""
         if request.kind == "coarse" or request.parent is None:
+            strict = self.problem.precision_policy == "strict"
             for strategy, match in self.applicable:
                 yield strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"
-                strict = self.problem.precision_policy == "strict"
                 if strict and strategy.defaults().get("precision") == "tf32":
                     sure = {**strategy.defaults(), "precision": "tf32x3"}
                     yield strategy, match, sure, f"{strategy.name} in tf32x3"
@@ -146,7 +146,7 @@ class OfflineGenerator:
         return None
 
 
-def within_policy(strategy: Strategy, policy: str, tf32_reference: bool = True) -> Strategy:
+def within_policy(strategy: Strategy, policy: str, tf32_reference: bool) -> Strategy:
     """The strategy with its `precision` parameter narrowed to what `policy` allows (and under
     strict, what PyTorch's own precision allows where `tf32_reference`)."""
     allowed = POLICY_INPUT_PRECISIONS[policy]

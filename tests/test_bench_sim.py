@@ -4,6 +4,7 @@ consistency, and the flat-versus-ladder ablation over one candidate stream."""
 import json
 import math
 import random
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,6 +14,7 @@ import pytest
 from engine.bench.floors import size_work
 from engine.bench.measure import time_contenders
 from engine.bench.rows import problem_rows
+from engine.bench.runner import BenchPlan, run_bench
 from engine.bench.searches import SearchOutcome, gpu_seconds_to_best
 from engine.generate.base import GenerationRequest, GeneratorError
 from engine.generate.replay import ReplayGenerator
@@ -209,6 +211,27 @@ def test_later_commands_add_their_problems_to_the_same_results(tmp_path):
     assert set(results["searches"]) == {"softmax/ladder", "rmsnorm/ladder"}
     text = (tmp_path / "sim.md").read_text()
     assert all(run["command"] in text for run in results["runs"])
+
+
+def test_a_bench_cut_short_keeps_the_earlier_figures_of_what_it_did_not_time_again(tmp_path):
+    bench("softmax", "rmsnorm", "--backend", "sim", "--budget-per-problem", "3evals",
+          "--out", str(tmp_path))  # fmt: skip
+    shutil.rmtree(tmp_path / "sessions")  # the searches start afresh, with other settings
+    plan = BenchPlan(problems=("softmax", "rmsnorm"), ablation=(), backend="sim",
+                     limits={"evaluations": 4}, seed=1, out=tmp_path, command="again")  # fmt: skip
+
+    def cut_short(engine):
+        if engine.problem.name == "rmsnorm":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bench(plan, on_step=cut_short)
+    results = json.loads((tmp_path / "sim.json").read_text())
+    assert [run["command"] for run in results["runs"]][1:] == ["again"]
+    runs = {(r["problem"], r["run"]) for r in results["rows"]}
+    assert runs == {("softmax", 1), ("rmsnorm", 0)}  # rmsnorm's earlier figures stand
+    assert results["searches"]["softmax/ladder"]["evaluations"] == 4
+    assert results["searches"]["rmsnorm/ladder"]["evaluations"] == 3
 
 
 def test_a_bench_run_again_resumes_its_searches_and_times_again(tmp_path):

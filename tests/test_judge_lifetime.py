@@ -12,41 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.softmax import HANGS_FOREVER
+from tests.processes import alive, command_line, descendants
 
 ROOT = Path(__file__).parent.parent
-
-
-def parents() -> dict[int, int]:
-    """pid -> parent pid of every process now."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            found[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return found
-
-
-def descendants(root: int) -> set[int]:
-    tree, found, frontier = parents(), set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in tree.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def alive(pids: set[int]) -> set[int]:
-    return {pid for pid in pids if (Path("/proc") / str(pid)).exists() and
-            " Z " not in (Path("/proc") / str(pid) / "stat").read_text()}  # fmt: skip
 
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])

@@ -5,9 +5,12 @@ pipeline itself (export, two imports, parse, diagnose) runs against a stand-in `
 that replays the output recorded on the H200, since this machine has neither ncu nor a GPU.
 """
 
+import glob
 import json
 import os
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,8 +29,8 @@ from engine.profiler.ncu import (
     ncu_command,
     run_bounded,
 )
-from engine.runner.profile_launch import NVTX_RANGE
-from engine.worker.sandbox import isolation
+from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE
+from engine.worker.sandbox import EXCHANGE_PARENT, isolation
 
 DATA = Path(__file__).parent / "data" / "ncu"
 CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
@@ -35,10 +38,11 @@ RMSNORM = Path(__file__).parents[1] / "engine" / "problems" / "builtin" / "rmsno
 REPO = Path(__file__).parents[1]
 
 # A stand-in for ncu: replays the recorded pages on --import (or the page file FAKE_NCU_RAW
-# names), writes a report on --export, answers the probe, and can refuse the counters or hang
-# (FAKE_NCU_MODE).
+# names); on --export runs the real launcher (which, with no GPU here, ends once it has its turn)
+# and writes a report; answers the probe; and can refuse the counters or hang in the profiled
+# run (FAKE_NCU_MODE).
 FAKE_NCU = f"""#!{sys.executable}
-import json, os, sys, time
+import json, os, subprocess, sys, time
 args = sys.argv[1:]
 mode = os.environ.get("FAKE_NCU_MODE", "ok")
 with open(os.environ["FAKE_NCU_LOG"], "a") as log:
@@ -47,13 +51,14 @@ if mode == "perm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
           "Performance Counters on the target device 0.")
     sys.exit(1)
-if mode == "hang" and "--export" in args:
-    time.sleep(60)
 if "--import" in args:
     page = args[args.index("--page") + 1]
     recorded = os.path.join({str(DATA)!r}, "h200_rmsnorm_" + page + ".csv")
     print(open(os.environ.get("FAKE_NCU_" + page.upper(), recorded)).read())
 elif "--export" in args:
+    subprocess.run(args[args.index("-S") - 1 :])
+    if mode == "hang":
+        time.sleep(60)
     open(args[args.index("--export") + 1] + ".ncu-rep", "w").write("report")
 else:
     print('"ID","Kernel Name","gpu__time_duration.sum"')
@@ -305,3 +310,23 @@ def test_census_rejects_a_call_that_launches_more_kernels_than_it_lists(
     result = censused(tmp_path, monkeypatch, ["kb_rmsnorm_dim1"] * (CENSUS_MAX_LAUNCHES + 1))
     assert not result.passed and result.reason == "torch_compute"
     assert f"more than {CENSUS_MAX_LAUNCHES} kernels" in result.message
+
+
+def test_a_profile_takes_the_gpus_turn_only_once_ncu_and_its_program_have_started(fake_ncu):
+    turn, done = threading.Lock(), {}
+    problem = load_problem(str(RMSNORM))
+    announced = f"{EXCHANGE_PARENT or tempfile.gettempdir()}/kernelbrain-ncu-*/{READY_FILE}"
+    with turn:  # another search's work on the GPU
+        worker = threading.Thread(target=lambda: done.update(profile(problem, CANDIDATE, "tiny",
+                                                                     turn=turn)))  # fmt: skip
+        worker.start()
+        deadline = time.monotonic() + 120
+        while not (started := glob.glob(announced)):
+            assert time.monotonic() < deadline, "the launcher never said it had started"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the launcher waits, and no profiled call has run
+        assert worker.is_alive() and not (Path(started[0]).parent / GO_FILE).exists()
+        released = time.monotonic()
+    worker.join(120)
+    assert done["status"] == "ok", done
+    assert 0 < done["gpu_seconds"] < time.monotonic() - released  # the wait is not the GPU's

@@ -23,8 +23,10 @@ from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
 
 # One lock per GPU, shared by this process's backends: evaluations, profiles and the bench's
-# timings on one device never overlap. The engine's loop evaluates one candidate at a time, so
-# only callers running several searches in threads (`bench --jobs`) ever wait on it.
+# timings on one device never overlap. An evaluation takes it once its runner has started, a
+# profile once ncu and its program have: their start overlaps other work on the GPU. The engine's
+# loop evaluates one candidate at a time, so only callers running several searches in threads
+# (`bench --jobs`) ever wait on it.
 _GPU_LOCKS: dict[int, threading.Lock] = defaultdict(threading.Lock)
 # Seeds of the `check` command's inputs, and the offset of an evaluation's timing inputs.
 CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
@@ -121,7 +123,7 @@ class LocalBackend:
         return {
             "problem_path": str(problem.path),
             "source": source,
-            "triton_cache": os.path.join(self.triton_caches, source_sha256(source)[:32]),
+            "triton_cache": self._triton_cache(source),
             "device": self.device,
             "replaces": list(problem.replaces),
             "tolerance": problem.tolerance,
@@ -137,8 +139,7 @@ class LocalBackend:
     def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
         """The judge's verdict on a request, without the engine's static rules."""
         request = self.judge_request(problem, source, sizes, **extra)
-        with self._gpu_lock():
-            return self._result(self.judge_client.run(request))
+        return self._result(self.judge_client.run(request, turn=self._gpu_lock()))
 
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
@@ -213,8 +214,7 @@ class LocalBackend:
         request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
                                      check_sizes=[smallest.label], model_seed=model_seed,
                                      timing=timing)  # fmt: skip
-        with self._gpu_lock():
-            result = self._result(self.judge_client.run(request))
+        result = self._result(self.judge_client.run(request, turn=self._gpu_lock()))
         result.gpu_seconds = _add(result.gpu_seconds, charges)
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
@@ -229,8 +229,8 @@ class LocalBackend:
             return
         from engine.profiler import census
 
-        with self._gpu_lock():
-            found = census(problem, source, list(labels), timeout_s=self.profile_timeout_s)
+        found = census(problem, source, list(labels), timeout_s=self.profile_timeout_s,
+                       turn=self._gpu_lock(), triton_cache=self._triton_cache(source))  # fmt: skip
         result.gpu_seconds = _add(result.gpu_seconds, {"check": found.get("gpu_seconds", 0.0)})
         result.census = {"status": found["status"], "sizes": list(labels),
                          "why": found.get("why", "")}  # fmt: skip
@@ -245,6 +245,10 @@ class LocalBackend:
         return EvalResult(False, rejection.reason, rejection.message,
                           meaningful=self.timings_meaningful)  # fmt: skip
 
+    def _triton_cache(self, source: str) -> str:
+        """Where the kernels of `source` are kept between its runners (and its profiles)."""
+        return os.path.join(self.triton_caches, source_sha256(source)[:32])
+
     def _gpu_lock(self) -> threading.Lock:
         return gpu_turn(self.device, self.gpu)
 
@@ -255,10 +259,15 @@ class LocalBackend:
             from engine.profiler import profile
         except ImportError as exc:
             return {"status": "unavailable", "why": f"engine.profiler cannot be imported: {exc}"}
-        start = time.monotonic()
-        with self._gpu_lock():
-            diagnosis = profile(problem, source, label, timeout_s=self.profile_timeout_s)
-        seconds = diagnosis.get("gpu_seconds", time.monotonic() - start)
+        diagnosis = profile(
+            problem,
+            source,
+            label,
+            timeout_s=self.profile_timeout_s,
+            turn=self._gpu_lock(),
+            triton_cache=self._triton_cache(source),
+        )
+        seconds = diagnosis.get("gpu_seconds", 0.0)
         result.gpu_seconds = _add(result.gpu_seconds, {"profile": seconds})
         return diagnosis
 

@@ -159,23 +159,32 @@ def create_ladder_sessions(plan: BenchPlan, problems: dict, skipped: dict[str, s
         raise
 
 
-def earlier_results(plan: BenchPlan, names: set[str]) -> dict:
-    """What an earlier bench into the same folder measured for other problems or under the other
-    precision policy: a bench too long for one sitting runs as several commands into one results
-    file. (Rows from before there were policies are strict.)"""
+def earlier_results(plan: BenchPlan) -> dict:
+    """What an earlier bench into the same folder measured: a bench too long for one sitting runs
+    as several commands into one results file. (Rows from before there were policies are
+    strict.)"""
     path = plan.out / f"{plan.backend}.json"
     if not path.exists():
         return {"runs": [], "rows": [], "ablation": [], "searches": {}}
     earlier = json.loads(path.read_text())
-    replaced = {(name, plan.precision_policy) for name in names}
-
-    def kept(entries: list[dict]) -> list[dict]:
-        entries = [{"precision_policy": "strict", **e} for e in entries]
-        return [e for e in entries if (e["problem"], e["precision_policy"]) not in replaced]
-
-    tags = {plan.tag(name) for name in names}
     return {
         "runs": earlier["runs"],
+        "rows": [{"precision_policy": "strict", **e} for e in earlier["rows"]],
+        "ablation": [{"precision_policy": "strict", **e} for e in earlier["ablation"]],
+        "searches": earlier["searches"],
+    }
+
+
+def without(earlier: dict, plan: BenchPlan, names: set[str]) -> dict:
+    """`earlier` less what this bench measured again (problems `names`, under its policy): an
+    earlier figure stands until a newer one replaces it, so a bench cut short loses none."""
+    replaced = {(name, plan.precision_policy) for name in names}
+    tags = {plan.tag(name) for name in names}
+
+    def kept(entries: list[dict]) -> list[dict]:
+        return [e for e in entries if (e["problem"], e["precision_policy"]) not in replaced]
+
+    return {
         "rows": kept(earlier["rows"]),
         "ablation": kept(earlier["ablation"]),
         "searches": {k: v for k, v in earlier["searches"].items() if k.split("/")[0] not in tags},
@@ -184,18 +193,15 @@ def earlier_results(plan: BenchPlan, names: set[str]) -> dict:
 
 def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
     """Run the whole bench; the results are rewritten after each problem, so a bench cut short
-    keeps what it finished."""
+    keeps what it finished (and an earlier bench's figures for the problems it did not)."""
     skipped: dict[str, str] = {}
     problems = load_problems(plan, skipped)
     device = measure_ceilings(plan.backend, plan.gpus[0])
     create_ladder_sessions(plan, problems, skipped)
     for spec, why in skipped.items():
         log(f"{spec}: skipped: {why}")
-    results = {
-        "backend": plan.backend,
-        "timings_meaningful": plan.backend != "cpu",
-        **earlier_results(plan, {p.name for p in problems.values()}),
-    }
+    earlier = earlier_results(plan)
+    results = {"backend": plan.backend, "timings_meaningful": plan.backend != "cpu", **earlier}
     run = len(results["runs"])  # rows name the run (command, ceilings) that measured them
     ceilings = device.pop("ceilings")
     results["runs"].append({
@@ -204,7 +210,6 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         "gpus": list(plan.gpus),
         "problems": [p.name for p in problems.values()],
     })  # fmt: skip
-    earlier_rows, earlier_ablation = results["rows"], results["ablation"]
     finished: dict[str, ProblemOutcome] = {}
     written = threading.Lock()
 
@@ -213,9 +218,11 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         with written:
             finished[spec] = outcome
             done = [finished[s] for s in problems if s in finished]
-            results["searches"].update(outcome.searches)
-            results["rows"] = earlier_rows + [{**r, "run": run} for o in done for r in o.rows]
-            results["ablation"] = earlier_ablation + [o.ablation for o in done if o.ablation]
+            kept = without(earlier, plan, {problems[s].name for s in finished})
+            searches = {k: v for o in done for k, v in o.searches.items()}
+            results["searches"] = {**kept["searches"], **searches}
+            results["rows"] = kept["rows"] + [{**r, "run": run} for o in done for r in o.rows]
+            results["ablation"] = kept["ablation"] + [o.ablation for o in done if o.ablation]
             write_results(with_metrics(plan, results, problems, skipped), plan.out)
 
     bench = partial(bench_problem, plan, log=log, ceilings=ceilings)

@@ -9,6 +9,7 @@ the search goes on without a diagnosis.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import json
@@ -24,8 +25,13 @@ from pathlib import Path
 from engine.problems import Problem
 from engine.profiler import diagnosis as dg
 from engine.profiler.csvparse import RawPage, parse_details, parse_raw
-from engine.runner.profile_launch import NVTX_RANGE
-from engine.worker.sandbox import EXCHANGE_PARENT, runner_command, worker_environment
+from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE
+from engine.worker.sandbox import (
+    EXCHANGE_PARENT,
+    TRITON_CACHE_NAME,
+    runner_command,
+    worker_environment,
+)
 
 # Where Nsight Compute installs itself when it is not on PATH.
 NCU_INSTALLS = "/opt/nvidia/nsight-compute/*"
@@ -68,6 +74,9 @@ MAX_PROFILED_LAUNCHES = 8
 CENSUS_MAX_LAUNCHES = 512
 PROBE_TIMEOUT_S = 120
 IMPORT_TIMEOUT_S = 120
+# How long ncu and the launcher may take to start (Python, torch, CUDA's injection), and how
+# often the engine looks for the launcher's READY_FILE meanwhile.
+START_TIMEOUT_S, TURN_POLL_S = 180.0, 0.01
 PROBE_PROGRAM = "import torch; x = torch.ones(1024, device='cuda'); (x * 2).sum().item()"
 NOTHING_PROFILED = (
     f"ncu profiled no kernel in the NVTX range {NVTX_RANGE!r}: ModelNew.forward launched nothing "
@@ -180,6 +189,43 @@ def ncu_command(ncu: str, report: Path, program: list[str], census: bool = False
     return command + program
 
 
+def run_in_turn(command: list[str], timeout_s: float, exchange: Path, turn, **kwargs
+                ) -> tuple[int | None, str, float]:  # fmt: skip
+    """run_bounded for a program that says it has started (READY_FILE in `exchange`) and waits
+    for GO_FILE there, written once `turn` is held: ncu's and the program's start overlap other
+    work on the GPU, the profiled calls do not. (exit status, output, seconds `turn` was held);
+    the start is bounded by START_TIMEOUT_S, the run from the go by `timeout_s`."""
+    with tempfile.TemporaryFile("w+", errors="replace") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, **kwargs)  # fmt: skip
+        ready, status, held = exchange / READY_FILE, None, 0.0
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(TURN_POLL_S)
+            if ready.exists() and proc.poll() is None:
+                with turn:
+                    started = time.monotonic()
+                    (exchange / GO_FILE).touch()
+                    status = _wait(proc, timeout_s)
+                    held = time.monotonic() - started
+            elif proc.poll() is not None:
+                status = proc.returncode
+        finally:
+            if proc.poll() is None:  # past its deadline, or interrupted
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.seek(0)
+        return status, log.read(), held
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float) -> int | None:
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def import_command(ncu: str, report: Path, page: str) -> list[str]:
     """Read a report back as CSV; `page` is "raw" or "details"; units in base (ns, bytes)."""
     return [ncu, "--import", str(report), "--csv", "--page", page, "--print-units", "base"]
@@ -242,10 +288,14 @@ def diagnose_range(raw: RawPage, details_text: str, bytes_min: float | None) -> 
 
 
 def ncu_pages(workdir: Path, problem: Problem, source: str, labels: list[str], census: bool,
-              timeout_s: float) -> dict:  # fmt: skip
-    """Run the launcher under ncu over `labels` and import the report: {"raw": RawPage,
-    "details": text (a profile only), "gpu_seconds"}, or an unavailable result."""
+              timeout_s: float, turn, triton_cache: str | None) -> dict:  # fmt: skip
+    """Run the launcher under ncu over `labels`, holding `turn` while it works on the GPU, and
+    import the report: {"raw": RawPage, "details": text (a profile only), "gpu_seconds": the
+    seconds `turn` was held}, or an unavailable result. The launcher's Triton cache is seeded
+    with `triton_cache` (the candidate's kernels, compiled for its evaluation)."""
     ncu = find_ncu()
+    if triton_cache and os.path.isdir(triton_cache):
+        shutil.copytree(triton_cache, workdir / TRITON_CACHE_NAME, symlinks=True)
     launch = sandboxed_launcher(ncu, workdir, problem, source, labels)
     # ncu runs inside the sandbox with the program it profiles (its injection talks to it over
     # sockets of the sandbox's own network namespace) and writes its report to the exchange
@@ -261,11 +311,12 @@ def ncu_pages(workdir: Path, problem: Problem, source: str, labels: list[str], c
     outside = {} if box else worker_environment("cuda")
     env = {**outside, **launch.env, "PATH": "/usr/bin:/bin"}
     command = box + ncu_command(ncu, inside / "launch", program, census)
-    started = time.monotonic()
     try:
-        status, output = run_bounded(
+        status, output, seconds = run_in_turn(
             command,
             timeout_s,
+            workdir,
+            turn,
             env=env,
             cwd=workdir,
             pass_fds=launch.pass_fds,
@@ -274,7 +325,8 @@ def ncu_pages(workdir: Path, problem: Problem, source: str, labels: list[str], c
     finally:
         for fd in launch.pass_fds:
             os.close(fd)
-    seconds = time.monotonic() - started
+    if status is None and not seconds:
+        return unavailable(f"ncu and its program did not start within {START_TIMEOUT_S:g} s")
     if status is None:
         return unavailable(f"ncu ran past {timeout_s:g} s and was stopped", seconds)
     reports = sorted(workdir.glob("launch*.ncu-rep"))
@@ -296,8 +348,9 @@ def ncu_pages(workdir: Path, problem: Problem, source: str, labels: list[str], c
     return {**pages, "gpu_seconds": seconds}
 
 
-def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float):
-    pages = ncu_pages(workdir, problem, source, [size_label], False, timeout_s)
+def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, timeout_s: float,
+               **launch):  # fmt: skip
+    pages = ncu_pages(workdir, problem, source, [size_label], False, timeout_s, **launch)
     if "raw" not in pages:
         return pages
     bytes_min = _bytes_min(workdir / "facts.json")
@@ -306,8 +359,9 @@ def profile_in(workdir: Path, problem: Problem, source: str, size_label: str, ti
             "gpu_seconds": pages["gpu_seconds"]}  # fmt: skip
 
 
-def census_in(workdir: Path, problem: Problem, source: str, labels: list[str], timeout_s: float):
-    pages = ncu_pages(workdir, problem, source, labels, True, timeout_s)
+def census_in(workdir: Path, problem: Problem, source: str, labels: list[str], timeout_s: float,
+              **launch):  # fmt: skip
+    pages = ncu_pages(workdir, problem, source, labels, True, timeout_s, **launch)
     if "raw" not in pages:
         return pages
     names = [row.get("Kernel Name") for row in pages["raw"].rows]
@@ -326,30 +380,37 @@ def _bytes_min(facts: Path) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value >= 0 else None
 
 
-def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float = 300) -> dict:
-    """Profile one forward call of the candidate `source` on one size of `problem`, under ncu.
+def profile(problem: Problem, source: str, size_label: str, *, timeout_s: float = 300,
+            turn=None, triton_cache: str | None = None) -> dict:  # fmt: skip
+    """Profile one forward call of the candidate `source` on one size of `problem`, under ncu,
+    holding `turn` (a lock on the GPU, if given) once ncu and the program have started.
 
-    Returns the diagnosis (engine.profiler.diagnosis) with `gpu_seconds`, the wall time of the
-    ncu run, and `kernels`, every launch in the call; or {"status": "unavailable", "why"}.
+    Returns the diagnosis (engine.profiler.diagnosis) with `gpu_seconds`, the time `turn` was
+    held, and `kernels`, every launch in the call; or {"status": "unavailable", "why"}.
     Never raises.
     """
-    return _in_workdir(profile_in, problem, source, size_label, timeout_s)
+    return _in_workdir(profile_in, problem, source, size_label, timeout_s, turn, triton_cache)
 
 
-def census(problem: Problem, source: str, labels: list[str], *, timeout_s: float = 300) -> dict:
+def census(problem: Problem, source: str, labels: list[str], *, timeout_s: float = 300,
+           turn=None, triton_cache: str | None = None) -> dict:  # fmt: skip
     """Every kernel that one forward call of `source` launches at each size in `labels`, under
-    ncu: {"status": "ok", "kernels": [{"name"}], "complete": False when the call launched more
-    than CENSUS_MAX_LAUNCHES, "gpu_seconds"}; or {"status": "unavailable", "why"}. Never raises.
+    ncu, holding `turn` as `profile` does: {"status": "ok", "kernels": [{"name"}], "complete":
+    False when the call launched more than CENSUS_MAX_LAUNCHES, "gpu_seconds"}; or
+    {"status": "unavailable", "why"}. Never raises.
     """
-    return _in_workdir(census_in, problem, source, labels, timeout_s)
+    return _in_workdir(census_in, problem, source, labels, timeout_s, turn, triton_cache)
 
 
-def _in_workdir(run, problem: Problem, source: str, what, timeout_s: float) -> dict:
+def _in_workdir(run, problem: Problem, source: str, what, timeout_s: float, turn,
+                triton_cache: str | None) -> dict:  # fmt: skip
     usable, why = ncu_status()
     if not usable:
         return unavailable(why)
     try:
         with tempfile.TemporaryDirectory(prefix="kernelbrain-ncu-", dir=EXCHANGE_PARENT) as workdir:
-            return run(Path(workdir), problem, source, what, timeout_s)
+            turn = turn or contextlib.nullcontext()
+            return run(Path(workdir), problem, source, what, timeout_s, turn=turn,
+                       triton_cache=triton_cache)  # fmt: skip
     except Exception as exc:  # the contract: a failed profile never stops the search
         return unavailable(f"the profiler failed: {type(exc).__name__}: {exc}")

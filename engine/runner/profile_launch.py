@@ -2,8 +2,11 @@
 call of the candidate inside an NVTX range, at each size asked for.
 
 Reads profile.json from the exchange folder ({"problem": file, "candidate": file, "sizes": [params,
-...]}). For each size in turn it builds the inputs on cuda and ModelNew like Model, warms up twice
-(Triton compiles there), then pushes NVTX_RANGE around exactly one forward call. It writes
+...]}). Once started it writes READY_FILE there and waits for GO_FILE: the engine writes it when
+the GPU is this program's (engine.profiler.ncu.run_in_turn); nothing before touches the GPU or
+runs the candidate's code. For each size in turn it builds the inputs on cuda and ModelNew like
+Model, warms up twice (Triton compiles there, or finds the evaluation's kernels in its cache),
+then pushes NVTX_RANGE around exactly one forward call. It writes
 facts.json: {"bytes_min": for one size, the bytes of the inputs, the module's parameters and
 buffers and the outputs, which any implementation must move at least once}.
 """
@@ -14,6 +17,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 
 import torch
 
@@ -21,6 +25,19 @@ from .calls import call_with_size
 
 NVTX_RANGE = "kernelbrain_profile"
 WARMUP_CALLS = 2
+READY_FILE, GO_FILE = "started", "go"
+GO_POLL_S, GO_WAIT_S = 0.005, 3600.0  # an engine that never says go is gone: stop waiting
+
+
+def wait_for_turn(exchange: str) -> bool:
+    """Say this program has started, then wait for the engine's go; False when none came."""
+    open(os.path.join(exchange, READY_FILE), "w").close()
+    go, deadline = os.path.join(exchange, GO_FILE), time.monotonic() + GO_WAIT_S
+    while not os.path.exists(go):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(GO_POLL_S)
+    return True
 
 
 def tensor_bytes(values) -> int:
@@ -61,6 +78,9 @@ def main() -> int:
     exchange = os.environ["KB_EXCHANGE"]
     with open(os.path.join(exchange, "profile.json")) as f:
         spec = json.load(f)
+    if not wait_for_turn(exchange):
+        print(f"no turn on the GPU came within {GO_WAIT_S:g} s", file=sys.stderr)
+        return 3
     if not torch.cuda.is_available():
         print("no CUDA GPU: the profiler launcher needs one", file=sys.stderr)
         return 2

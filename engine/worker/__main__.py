@@ -1,5 +1,7 @@
 """`python -m engine.worker [DEVICE]`: the judge. One JSON request per line on stdin, one result
-per line; the runner template of DEVICE, where it is given, starts at once.
+per line; the runner template of DEVICE, where it is given, starts at once. An evaluation asks
+for the GPU ({"event": "turn"}) once its runner has started, and waits for {"go": true}: other
+processes' work on the GPU ends before this one's begins, and its runner starts beside theirs.
 
 The judge never runs candidate code: each request gets a fresh runner, forked from the device's
 sandboxed template (engine.runner), which has imported torch and triton once; a judge of device
@@ -53,6 +55,13 @@ def main() -> int:
     exit_with_parent()
     if len(sys.argv) > 1:  # the device it will serve: its template's imports begin at once
         templates[sys.argv[1]] = RunnerTemplate(sys.argv[1])
+
+    def take_turn() -> None:
+        send({"event": "turn"})
+        line = sys.stdin.readline()
+        if not line or not json.loads(line).get("go"):
+            raise SystemExit("the engine stopped before this request's turn on the GPU")
+
     box = isolation()
     send(
         {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}
@@ -71,7 +80,7 @@ def main() -> int:
                 result = precompile(request, templates[device])
             else:
                 result = evaluate(
-                    request, lambda phase: send({"event": "phase", "phase": phase}),
+                    request, lambda phase: send({"event": "phase", "phase": phase}), take_turn,
                     templates[device], banks[device],
                 )  # fmt: skip
             send({"event": "result", "result": result})

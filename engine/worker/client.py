@@ -5,6 +5,7 @@ and turn a hang or a crash into a rejection and a restarted judge."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -163,13 +164,15 @@ class WorkerClient:
             return self._start()
         return None
 
-    def run(self, request: dict) -> dict:
-        """Send one request and wait for its result under the phase deadlines. The result has
-        `gpu_seconds` by activity, measured as wall time of each phase."""
-        with self._lock:
-            return self._run(request)
+    def run(self, request: dict, turn: threading.Lock | None = None) -> dict:
+        """Send one request and wait for its result under the phase deadlines. The judge starts
+        the candidate's runner first, then works on the GPU holding `turn` (when given), which is
+        released with the result. The result has `gpu_seconds` by activity, measured as wall time
+        of each phase; the wait for `turn` counts in none."""
+        with self._lock, contextlib.ExitStack() as held:
+            return self._run(request, lambda: held.enter_context(turn or contextlib.nullcontext()))
 
-    def _run(self, request: dict) -> dict:
+    def _run(self, request: dict, take_turn) -> dict:
         gpu_seconds: dict[str, float] = collections.defaultdict(float)
         problem = self._ensure_started()
         if problem:
@@ -177,12 +180,7 @@ class WorkerClient:
         self._stderr.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
         deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S
-        request = {**request, "deadlines": self.timeouts.for_judge()}
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the worker is dead: the reader reports it below
+        self._send({**request, "deadlines": self.timeouts.for_judge()})
         while True:
             message = self._next(deadline)
             now = time.monotonic()
@@ -207,7 +205,12 @@ class WorkerClient:
                 result = _failure("crash", self._death_message())
                 self._kill()
                 return {**result, "gpu_seconds": dict(gpu_seconds)}
-            if message.get("event") == "phase":
+            if message.get("event") == "turn":
+                take_turn()
+                self._send({"go": True})
+                since = time.monotonic()
+                deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S
+            elif message.get("event") == "phase":
                 phase = message["phase"]
                 deadline = now + self.timeouts.for_phase(phase) + BACKSTOP_S
             elif message.get("event") == "result":
@@ -215,6 +218,13 @@ class WorkerClient:
                 if result["fatal"]:
                     self._kill()
                 return {**result, "gpu_seconds": dict(gpu_seconds)}
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the worker is dead: the reader reports it
 
     def abort(self) -> None:
         """Kill the worker now, even mid-request (which then ends as a crash)."""

@@ -56,8 +56,10 @@ MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 class Evaluation:
     """State of one request: the runner holding the candidate, the phase, what was measured."""
 
-    def __init__(self, request: dict, send_phase, runner: RunnerProcess, bank: ReferenceBank):
+    def __init__(self, request: dict, send_phase, take_turn, runner: RunnerProcess,
+                 bank: ReferenceBank):  # fmt: skip
         self.request = request
+        self.take_turn = take_turn
         self.bank = bank
         self.banked_before = dict(bank.counts)
         self.problem_digest = ""  # of the problem file's text, once run() has read it
@@ -318,6 +320,8 @@ class Evaluation:
         except (ProblemError, OSError) as exc:
             raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
         self.probe_sharing()  # before any candidate code is in the runner
+        self.runner.wait_ready(self.deadlines["compile"])
+        self.take_turn()  # the runner has started: from here on, the GPU is this request's
         if self.request.get("timing"):
             self.calibration = calibrate(self.runner, self.deadlines["compile"])
         self.load()
@@ -353,17 +357,20 @@ class Evaluation:
         }
 
 
-def evaluate(request: dict, send_phase, template: RunnerTemplate, bank: ReferenceBank) -> dict:
-    """Judge one request with a fresh runner; a candidate's failure is a rejection, never an
-    exception. The runner is closed afterwards: no candidate ever shares one. The candidate's
-    compiled kernels are kept in `request["triton_cache"]` for its next runner."""
+def evaluate(request: dict, send_phase, take_turn, template: RunnerTemplate, bank: ReferenceBank
+             ) -> dict:  # fmt: skip
+    """Judge one request with a fresh runner, its GPU work after `take_turn` returns; a
+    candidate's failure is a rejection, never an exception. The runner is closed afterwards: no
+    candidate ever shares one. The candidate's compiled kernels are kept in
+    `request["triton_cache"]` for its next runner."""
     cache = request.get("triton_cache")
     try:
         runner = template.fork(cache)
     except RunnerFailed as exc:
         reason, message = classify_death(exc.kind, exc.message)
-        return Evaluation(request, send_phase, None, bank).verdict(False, reason, message)
-    job = Evaluation(request, send_phase, runner, bank)
+        failed = Evaluation(request, send_phase, take_turn, None, bank)
+        return failed.verdict(False, reason, message)
+    job = Evaluation(request, send_phase, take_turn, runner, bank)
     try:
         return job.run()
     except CandidateRejected as exc:

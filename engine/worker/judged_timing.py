@@ -28,6 +28,7 @@ from engine.gate.correctness import (
     normalized_error,
     reference_float64,
 )
+from engine.gate.precision import gate_tolerance
 from engine.runner.session import shift_inputs
 from engine.runner.timer import Bracket, collector_paused, noop
 from engine.worker.failures import classify_error
@@ -107,8 +108,7 @@ class JudgeClock:
         del ref64, expected
         outputs = self.job.read_outputs(reply, shapes)
         error = max(normalized_error(o, r) for o, r in zip(outputs, picked, strict=True))
-        allowed = SAMPLE_TOLERANCE_FACTOR * max(e[1] for e in self.job.errors or [(0, 1e-5)])
-        if not error <= allowed:
+        if not error <= SAMPLE_TOLERANCE_FACTOR * self.tolerance(shapes, picked, set_index):
             raise CandidateRejected(
                 "stale_output",
                 f"a timed call's output is wrong (normalized error {error:.3g} at random "
@@ -116,6 +116,17 @@ class JudgeClock:
                 "or skip work between calls",
             )
         return wall
+
+    def tolerance(self, expected: list, picked: list, set_index: int) -> float:
+        """The gate's tolerance for this candidate, with PyTorch's own error at the fetched
+        positions (an evaluation that checked no full output, as a later rung's, has no other),
+        or the tolerance of a full output this evaluation checked, where larger."""
+        torch_error = max(normalized_error(e, r) for e, r in zip(expected, picked, strict=True))
+        dtype = str(expected[0].dtype).removeprefix("torch.")
+        precision = self.job.precision(self.input_sets[set_index])
+        here = gate_tolerance(self.job.request.get("tolerance"), self.job.policy, dtype,
+                              precision, torch_error)  # fmt: skip
+        return max([here] + [tolerance for _, tolerance in self.job.errors])
 
     def run(self) -> dict:
         encoded = [self.job.encode(s) for s in self.input_sets]

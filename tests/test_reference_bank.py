@@ -10,7 +10,7 @@ from engine.backends.local import CHECK_POOL, RECHECK_POOL, LocalBackend, job_se
 from engine.gate.correctness import compute_reference
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import load_problem
-from engine.worker.reference_bank import ReferenceBank
+from engine.worker.reference_bank import JUDGES_PER_GPU, ReferenceBank
 
 CANDIDATES = Path(__file__).parent / "candidates"
 
@@ -130,3 +130,12 @@ def test_the_judge_reuses_references_across_candidates_and_an_attack_cannot_pois
     # 3 checks and a re-check each: 25 references, at most one computation per pooled seed
     assert banked + computed == 1 + 4 * 6 and computed <= CHECK_POOL + RECHECK_POOL
     assert later[-1].gpu_seconds["reference"] > 0
+
+
+def test_judges_sharing_a_device_split_the_banks_share(monkeypatch):
+    alone = ReferenceBank("cpu").device_bytes
+    monkeypatch.setenv(JUDGES_PER_GPU, "4")  # as `bench --jobs 4` sets it for its judges
+    assert ReferenceBank("cpu").device_bytes == alone // 4
+    monkeypatch.setenv(JUDGES_PER_GPU, "four")
+    with pytest.raises(ValueError, match="give how many judges share a GPU"):
+        ReferenceBank("cpu")

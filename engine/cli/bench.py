@@ -3,6 +3,7 @@ at every size against the problem's floor; optionally the flat-versus-ladder abl
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -96,6 +97,7 @@ def run(args) -> int:
     from engine.problems import ProblemError, builtin_names
     from engine.search.budget import BudgetError, parse_budget
     from engine.session.store import StoreError
+    from engine.worker.reference_bank import JUDGES_PER_GPU
 
     if args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: give 1 or more problems at a time")
@@ -130,6 +132,8 @@ def run(args) -> int:
         gpus=gpus,
         jobs=args.jobs,
     )
+    # `jobs` judges share each GPU: their reference banks split its share between them.
+    os.environ.setdefault(JUDGES_PER_GPU, str(args.jobs))
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),
                             on_step=search_progress())  # fmt: skip

@@ -9,9 +9,11 @@ the device and the precision policy. Each entry's checksum, taken when it is sto
 before every use; an entry that no longer matches is dropped and recomputed.
 
 Memory is capped: entries live on the judge's device up to a share of its memory, and while the
-device keeps a reserve free for the evaluation in hand (several judges share a GPU under `bench
---jobs`: four banks at a quarter each filled an H200, and runners ran out of memory), then move
-to host memory (pinned on cuda) up to a cap, then the least recently used are dropped. An entry
+device keeps a reserve free for the evaluation in hand, then move to host memory (pinned on cuda)
+up to a cap, then the least recently used are dropped. Judges that share a GPU (`bench --jobs N`
+runs N; KERNELBRAIN_JUDGES_PER_GPU says so) split both caps between them: a bank holds its
+memory between its judge's turns on the GPU, and six banks of a quarter each, each filled while
+half the GPU was free, ran other judges out of memory on the H200. An entry
 larger than a quarter of the device's share is not banked, and one larger than HOST_ENTRY_BYTES
 is dropped rather than moved: recomputing those costs less than keeping or moving them (softmax
 at 4096x393216 holds 26 GB a reference). A dropped entry costs only its recomputation.
@@ -19,6 +21,7 @@ at 4096x393216 holds 26 GB a reference). A dropped entry costs only its recomput
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -26,13 +29,22 @@ import torch
 
 from engine.gate.correctness import Reference
 
-GPU_SHARE = 0.25  # of the device's memory, on cuda
+GPU_SHARE = 0.25  # of the device's memory, on cuda, for the banks of every judge sharing it
 # Of the device's memory, what banks leave free (counting every process's use) for the
 # evaluation that holds the GPU: its inputs, outputs and float64 references.
 DEVICE_RESERVE = 0.5
 HOST_BYTES = 16 << 30
 HOST_ENTRY_BYTES = 1 << 30
 CPU_DEVICE_BYTES = 4 << 30  # on the cpu backend "device" memory is host memory: one tier
+JUDGES_PER_GPU = "KERNELBRAIN_JUDGES_PER_GPU"
+
+
+def judges_per_gpu() -> int:
+    """How many judges share this judge's device (KERNELBRAIN_JUDGES_PER_GPU, else 1)."""
+    text = os.environ.get(JUDGES_PER_GPU, "").strip() or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{JUDGES_PER_GPU}={text!r}: give how many judges share a GPU (1 or more)")
+    return int(text)
 
 
 def tensors(reference: Reference) -> list[torch.Tensor]:
@@ -89,6 +101,7 @@ class ReferenceBank:
         """`free_bytes()`: the device's free memory, all processes counted (on cuda by default);
         entries leave the device while it is below `reserve_bytes`."""
         self.device = device
+        sharers = judges_per_gpu()
         if device == "cuda":
             total = torch.cuda.get_device_properties(0).total_memory
             free_bytes = free_bytes or cuda_free_bytes
@@ -99,9 +112,9 @@ class ReferenceBank:
                 int(GPU_SHARE * torch.cuda.get_device_properties(0).total_memory)
                 if device == "cuda"
                 else CPU_DEVICE_BYTES
-            )
+            ) // sharers
         self.device_bytes = device_bytes
-        self.host_bytes = host_bytes if device == "cuda" else 0
+        self.host_bytes = host_bytes // sharers if device == "cuda" else 0
         self.entries: OrderedDict[tuple, Entry] = OrderedDict()
         self.counts = {"hits": 0, "misses": 0, "corrupt": 0, "dropped": 0}
 

@@ -35,6 +35,8 @@ CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # (engine.worker.reference_bank).
 CHECK_POOL, RECHECK_POOL = 8, 4
 AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
+# A judge short of memory for its own buffers is asked this many times, this far apart.
+JUDGE_MEMORY_TRIES, JUDGE_MEMORY_PAUSE_S = 3, 5.0
 
 
 def gpu_turn(device: str, gpu: int) -> threading.Lock:
@@ -138,8 +140,7 @@ class LocalBackend:
 
     def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
         """The judge's verdict on a request, without the engine's static rules."""
-        request = self.judge_request(problem, source, sizes, **extra)
-        return self._result(self.judge_client.run(request, turn=self._gpu_lock()))
+        return self._judged(self.judge_request(problem, source, sizes, **extra))
 
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
@@ -214,11 +215,28 @@ class LocalBackend:
         request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
                                      check_sizes=[smallest.label], model_seed=model_seed,
                                      timing=timing)  # fmt: skip
-        result = self._result(self.judge_client.run(request, turn=self._gpu_lock()))
+        result = self._judged(request)
         result.gpu_seconds = _add(result.gpu_seconds, charges)
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
             _reject_foreign_kernels(result.profile, job.source, problem, result)
+        return result
+
+    def _judged(self, request: dict) -> EvalResult:
+        """The judge's verdict on `request`, asked again while the judge itself runs short of
+        memory (not the candidate's doing: other processes' work on the GPU ends meanwhile, and
+        their memory returns); every try's seconds are charged."""
+        spent: dict[str, float] = {}
+        for tries in range(1, JUDGE_MEMORY_TRIES + 1):
+            result = self._result(self.judge_client.run(request, turn=self._gpu_lock()))
+            spent = _add(spent, result.gpu_seconds)
+            if result.reason != "judge_out_of_memory":
+                break
+            if tries < JUDGE_MEMORY_TRIES:
+                time.sleep(JUDGE_MEMORY_PAUSE_S)
+        else:
+            result.message += f" ({JUDGE_MEMORY_TRIES} tries)"
+        result.gpu_seconds = spent
         return result
 
     def census(self, problem: Problem, source: str, labels, result: EvalResult) -> None:

@@ -16,6 +16,7 @@ REASONS = {
     "timeout": "compiling or running took longer than the hard deadline",
     "crash": "the worker process died (signal or abort) while running it",
     "out_of_memory": "a run ran out of memory",
+    "judge_out_of_memory": "the judge ran out of memory for its own inputs and references",
     "illegal_memory_access": "a kernel accessed memory it does not own (CUDA error)",
     "wrong_output": "the output differs from the float64 reference beyond the tolerance",
     "nan_output": "the output holds NaN or Inf",

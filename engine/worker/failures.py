@@ -55,6 +55,12 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
     return "launch_error", f"a run raised {text}{where}"
 
 
+def judge_ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether an exception raised in the judge's own work is a failed allocation (on cuda
+    torch's OutOfMemoryError or the driver's out-of-memory status, on cpu the allocator's)."""
+    return any(m in str(exc) for m in OOM_MARKERS) or "CUDA error 2" in str(exc)
+
+
 def classify_death(kind: str, message: str) -> tuple[str, str]:
     """(reason, message) for a runner that died ("crash"), hung ("timeout") or broke the
     protocol ("protocol"); its last output (sanitised) says why."""

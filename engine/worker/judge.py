@@ -37,7 +37,12 @@ from engine.problems.trace import expand_equivalents
 from engine.runner.cuda_share import CudaShareError
 from engine.runner.exchange import ExchangeError, decode_values, encode_values, read_tensor
 from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
-from engine.worker.failures import classify_death, classify_error, sanitize
+from engine.worker.failures import (
+    classify_death,
+    classify_error,
+    judge_ran_out_of_memory,
+    sanitize,
+)
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.reference_bank import ReferenceBank
 from engine.worker.runner_process import RunnerFailed, RunnerProcess
@@ -381,6 +386,12 @@ def evaluate(request: dict, send_phase, take_turn, template: RunnerTemplate, ban
     except MALFORMED_REPLY as exc:  # a reply of the wrong shape: data from the candidate's side
         message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
         return job.verdict(passed=False, reason="protocol_violation", message=message)
+    except RuntimeError as exc:  # torch.OutOfMemoryError and CudaShareError are ones
+        if not judge_ran_out_of_memory(exc):
+            raise
+        bank.drop_device_entries()
+        message = sanitize(f"the judge could not allocate its own buffers: {exc}")
+        return job.verdict(passed=False, reason="judge_out_of_memory", message=message)
     finally:
         job.release_shared()
         runner.close(keep=os.path.join(runner.exchange, TRITON_CACHE_NAME), into=cache)

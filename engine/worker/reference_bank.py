@@ -137,6 +137,12 @@ class ReferenceBank:
             self._fit()
         return reference
 
+    def drop_device_entries(self) -> None:
+        """Give the device's memory back (the judge ran short of it): entries on the device go."""
+        for key in [k for k, e in self.entries.items() if not e.on_host]:
+            del self.entries[key]
+            self.counts["dropped"] += 1
+
     def _fit(self) -> None:
         """Move the least recently used entries to host memory, then drop them, until each
         tier is within its cap and the device keeps its reserve."""

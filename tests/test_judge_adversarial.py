@@ -223,14 +223,23 @@ def test_work_deferred_to_the_fetch_is_tampering_where_a_hiccup_would_pass(backe
     assert "handing over" in result.message
 
 
-def test_a_first_fetchs_cost_and_one_hiccup_in_eight_verified_are_not_tampering(backend, softmax):
+def test_a_first_fetchs_cost_and_one_hiccup_are_not_tampering(backend, softmax):
     """The first fetch (untimed) pays one-time costs; one slow fetch of 8 verified (32 timed
-    calls) moves no median. Of 2 verified (8 timed calls), a slow one is still tampering."""
+    calls) moves no median; of 2 verified (8 timed calls), the size is timed again, every call
+    verified."""
     slow = fill(attacks.SLOW_FIRST_FETCHES, SLEEP_S=SLEEP_S)
-    result = judge(backend, softmax, slow, {**TIMING, "reps": 32})
-    assert result.passed, result.message
+    assert judge(backend, softmax, slow, {**TIMING, "reps": 32}).passed
     result = judge(backend, softmax, slow, TIMING)
-    assert result.reason == "timing_tampered" and "handing over" in result.message
+    assert result.passed, result.message
+
+
+def test_work_deferred_until_a_fetch_shows_it_is_timed_as_slow_as_it_is(backend, softmax):
+    attack = fill(attacks.DEFERS_UNTIL_A_FETCH_SHOWS_IT, SLEEP_S=SLEEP_S)
+    result = judge(backend, softmax, attack, TIMING)
+    assert result.passed, result.message  # honest from then on: only the second timing counts
+    [timing] = result.timings
+    assert len(timing.samples_ms) == TIMING["reps"]
+    assert min(timing.samples_ms) >= 1000 * float(SLEEP_S)
 
 
 def test_memoising_by_address_gains_nothing(backend, softmax):

@@ -262,6 +262,39 @@ DEFERS_ITS_WORK = candidate(
     _session.op_time_begin, _session.op_fetch = _begin, _fetch
 """,
 )
+# Defers its work until a fetch shows it (the judge then times the size again, every call
+# verified), then does it inside the call, as slow as it really is.
+DEFERS_UNTIL_A_FETCH_SHOWS_IT = candidate(
+    """
+    import time
+    if getattr(self, "timing", False) and not getattr(self, "seen", False):
+        self.pending = x
+        return torch.empty_like(x)
+    if getattr(self, "timing", False):
+        time.sleep(SLEEP_S)
+    return launch(x)
+""",
+    prelude="""
+    import sys, time
+    _session = sys.modules["kbrunner.session"].RunnerSession
+    _real_begin, _real_fetch = _session.op_time_begin, _session.op_fetch
+
+    def _begin(self, message):
+        reply = _real_begin(self, message)
+        self.model.timing = True
+        return reply
+
+    def _fetch(self, message):
+        pending = getattr(self.model, "pending", None)
+        if pending is not None:  # a deferred call is fetched: its work shows from now on
+            time.sleep(SLEEP_S)
+            self.last_output = launch(pending)
+            self.model.pending, self.model.seen = None, True
+        return _real_fetch(self, message)
+
+    _session.op_time_begin, _session.op_fetch = _begin, _fetch
+""",
+)
 # Not an attack: an honest kernel whose first fetch pays a one-time cost (on cuda, the gather
 # kernel for its output's size loaded lazily) and whose next fetch meets a hiccup of the host.
 SLOW_FIRST_FETCHES = candidate(

@@ -53,9 +53,10 @@ EVENT_AFTER_HOST_MS = 0.05  # CUDA events lie inside the host bracket, up to clo
 # hiccup of a loaded host (2-7 ms, seen on the H200 under bench --jobs) moves no median, and a
 # candidate deferring the work of half its calls, enough to move the median, is caught unless at
 # most one of 8 verified calls is among them (3.5%; 0.3% of 12, a bench's final timing). Below 8
-# verified fetches no slow one passes: one of 4 would let it escape 31% of the time. Instead the
-# size is timed once more with every call verified, and only that timing's samples count: a call
-# that defers its work there is caught for certain, and one that does not is timed honestly.
+# verified fetches no slow one passes: one of 4 would let it escape 31% of the time. A slow fetch
+# beyond these has the size timed once more with every call verified, and only that timing's
+# samples count: a call that defers its work there is caught for certain, and one that does not
+# is timed honestly.
 VERIFIED_PER_SLOW_FETCH = 8
 
 

@@ -113,8 +113,9 @@ def test_a_problem_not_timed_yet_is_unfinished_not_failed():
                      out=Path("."), command="", kernelbench=("a.py", "b.py"))  # fmt: skip
     softmax = load_problem(str(OURS / "softmax_no_sizes.py"))
     problems = {spec: replace(softmax, name=spec[0]) for spec in plan.problems}
-    rows = [{"problem": "a", "best_candidate": "c1", "speedup_eager": 2.0,
-             "speedup_compile": 1.0, "precision_policy": "strict"}]  # fmt: skip
+    rows = [{"problem": "a", "best_candidate": "c1", "best_ms": {"median": 1.0},
+             "speedup_eager": 2.0, "speedup_compile": 1.0,
+             "precision_policy": "strict"}]  # fmt: skip
     searches = {"a/ladder": {"best_candidate": "c1", "gpu_seconds_total": 5.0}}
     results = {"runs": [{"precision_policy": "strict"}], "rows": rows, "searches": searches}
     metrics = with_metrics(plan, results, problems, {})["kernelbench"]
@@ -124,22 +125,32 @@ def test_a_problem_not_timed_yet_is_unfinished_not_failed():
 
 
 def test_metrics_follow_kernelbench_definitions():
+    timed = {"median": 1.0}
     rows = [
-        {"problem": "a", "best_candidate": "c1", "speedup_eager": 2.5, "speedup_compile": 1.2},
-        {"problem": "a", "best_candidate": "c1", "speedup_eager": 1.44, "speedup_compile": 0.8},
-        {"problem": "b", "best_candidate": "c4", "speedup_eager": 0.9, "speedup_compile": 0.5},
-        {"problem": "c", "best_candidate": None, "speedup_eager": None, "speedup_compile": None},
-    ]
+        {"problem": "a", "best_candidate": "c1", "best_ms": timed, "speedup_eager": 2.5,
+         "speedup_compile": 1.2},
+        {"problem": "a", "best_candidate": "c1", "best_ms": timed, "speedup_eager": 1.44,
+         "speedup_compile": 0.8},
+        {"problem": "b", "best_candidate": "c4", "best_ms": timed, "speedup_eager": 0.9,
+         "speedup_compile": 0.5},
+        {"problem": "c", "best_candidate": None, "best_ms": None, "speedup_eager": None,
+         "speedup_compile": None},
+        # the search's answer, rejected by the judge when the bench timed it: no correct kernel
+        {"problem": "e", "best_candidate": "c2", "best_ms": None, "speedup_eager": None,
+         "speedup_compile": None, "notes": {"best": "the judge: stale_output: ..."}},
+    ]  # fmt: skip
     searches = {"a": {"best_candidate": "c1", "gpu_seconds_total": 10.0},
                 "b": {"best_candidate": "c4", "gpu_seconds_total": 20.0},
-                "c": {"best_candidate": None, "gpu_seconds_total": 30.0}}  # fmt: skip
-    m = kernelbench_metrics(["a", "b", "c"], {"d.py": "broken"}, rows, searches)
-    assert m["problems"] == 4 and m["correct"] == 0.5
+                "c": {"best_candidate": None, "gpu_seconds_total": 30.0},
+                "e": {"best_candidate": "c2", "gpu_seconds_total": 40.0}}  # fmt: skip
+    m = kernelbench_metrics(["a", "b", "c", "e"], {"d.py": "broken"}, rows, searches)
+    assert m["problems"] == 5 and m["correct"] == 0.4
+    assert not m["per_problem"]["e"]["correct"]
     assert m["per_problem"]["a"]["speedup_eager"] == pytest.approx(1.897, abs=1e-3)  # geomean
-    assert (m["fast_1_eager"], m["fast_1.5_eager"], m["fast_2_eager"]) == (0.25, 0.25, 0.0)
+    assert (m["fast_1_eager"], m["fast_1.5_eager"], m["fast_2_eager"]) == (0.2, 0.2, 0.0)
     assert m["fast_1_compile"] == 0.0  # a's compile geomean is sqrt(0.96) < 1
     assert m["geomean_speedup_eager"] == pytest.approx((1.897 * 0.9) ** 0.5, abs=1e-3)
-    assert m["gpu_seconds_per_problem"] == pytest.approx(20.0)
+    assert m["gpu_seconds_per_problem"] == pytest.approx(25.0)
 
 
 def test_the_sample_order_holds_every_sample_file_once_and_spreads_each_category():

@@ -5,7 +5,9 @@ A file of the set that cannot be loaded, or that no generator can start a search
 with why and counts as a problem without a correct kernel; it never stops the bench.
 
 Metrics (KernelBench's, over every file of one command's set, skipped ones included):
-- correct: the share of problems whose search found a gate-passing kernel;
+- correct: the share of problems whose search found a gate-passing kernel that passed the judge
+  again when the bench timed it at every size (an answer the final timing rejects, say as
+  stale_output, is no correct kernel);
 - fast_p against eager and against torch.compile: the share of problems with a correct kernel
   whose speedup (the geometric mean over the problem's timed sizes) is above p, for p = 1, 1.5, 2;
 - geomean speedup over eager and over torch.compile, of the problems with a correct kernel;
@@ -39,6 +41,12 @@ def _geomean(values: list[float]) -> float | None:
     return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
+def answer_held(rows: list[dict], problem: str) -> bool:
+    """Whether the problem's answer passed the judge's timing at each of its sizes."""
+    mine = [r for r in rows if r["problem"] == problem]
+    return bool(mine) and all(r["best_candidate"] and r.get("best_ms") for r in mine)
+
+
 def problem_speedups(rows: list[dict], problem: str) -> dict[str, float | None]:
     """The problem's speedups over eager and torch.compile: geometric means over its sizes."""
     mine = [r for r in rows if r["problem"] == problem and r["best_candidate"]]
@@ -58,7 +66,7 @@ def kernelbench_metrics(names: list[str], skipped: dict[str, str], rows: list[di
     for name in names:
         search = searches.get(name, {})
         per_problem[name] = {
-            "correct": bool(search.get("best_candidate")),
+            "correct": bool(search.get("best_candidate")) and answer_held(rows, name),
             **{f"speedup_{k}": v for k, v in problem_speedups(rows, name).items()},
             "gpu_seconds": search.get("gpu_seconds_total"),
         }

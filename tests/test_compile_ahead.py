@@ -20,6 +20,7 @@ from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths
 from engine.worker import Timeouts
 from engine.worker.sandbox import isolation
+from hints.matmul import FAMILY as MATMUL
 from tests.adversarial import softmax as attacks
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -253,3 +254,18 @@ def test_a_compiled_ahead_cache_reaches_its_own_candidate_only(softmax):
     finally:
         local.close()
     assert looking.passed, looking.message
+
+
+def test_a_kernel_beyond_the_gpus_shared_memory_is_rejected_before_it_holds_the_gpu(backend):
+    """On the GPU Triton refuses such a kernel only when it loads it, after compiling; compiled
+    ahead for sm_90 the refusal comes first, in the same words."""
+    problem = load_problem(str(Path(__file__).parent / "problems_unseen_mm" / "matmul_scale.py"))
+    match = MATMUL.match(problem)
+    tiled = next(s for s in MATMUL.strategies if s.name == "matmul.tiled_grouped")
+    fits = tiled.render(match)
+    huge = tiled.render(match, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "num_stages": 5})
+    assert backend.compiled_ahead(problem, fits, [problem.size("tiny")])["status"] == "compiled"
+    found = backend.compiled_ahead(problem, huge, [problem.size("tiny")])
+    assert found["status"] == "rejected" and found["reason"] == "compile_error", found
+    assert "out of resource: shared memory" in found["message"]
+    assert "Hardware limit: 232448" in found["message"]

@@ -17,6 +17,10 @@ from __future__ import annotations
 import os
 
 TARGET_VARIABLE = "KB_COMPILE_TARGET"
+# Shared memory one program may use, by compute capability. On a GPU, Triton refuses a kernel
+# beyond it when it loads the kernel (OutOfResources), after compiling; here the same refusal
+# comes before the candidate holds the GPU.
+SHARED_BYTES = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448}
 
 
 class CompileOnlyDriver:
@@ -50,17 +54,31 @@ def parse_target(text: str):
     return GPUTarget(backend, int(arch), int(warp_size))
 
 
-def _compile_instead_of_launch(run):
+def _compile_instead_of_launch(run, target):
+    limit = SHARED_BYTES.get(target.arch)
+
     def compile_only(self, *args, grid, warmup, **kwargs):
-        return run(self, *args, grid=grid, warmup=True, **kwargs)
+        from triton.runtime.errors import OutOfResources
+
+        kernel = run(self, *args, grid=grid, warmup=True, **kwargs)
+        shared = getattr(getattr(kernel, "metadata", None), "shared", 0)
+        if limit is not None and shared > limit:
+            raise OutOfResources(shared, limit, "shared memory")
+        return kernel
 
     return compile_only
 
 
 def _compile_each_config(kernel_call, quantiles=None):
     """The autotuner's benchmark, here: compile the configuration, time nothing (every
-    configuration compiles, so the timing runner finds all of them in the cache)."""
-    kernel_call()
+    configuration compiles, so the timing runner finds all of them in the cache). A
+    configuration beyond the GPU's resources is out of the running, as the autotuner has it."""
+    from triton.runtime.errors import OutOfResources
+
+    try:
+        kernel_call()
+    except OutOfResources:
+        return [float("inf")] * 3
     return [0.0, 0.0, 0.0]
 
 
@@ -78,7 +96,8 @@ def enter() -> None:
 
     if isinstance(driver._active, CompileOnlyDriver):  # `driver.active` would look for a GPU
         return
-    driver.set_active(CompileOnlyDriver(parse_target(os.environ[TARGET_VARIABLE])))
-    JITFunction.run = _compile_instead_of_launch(JITFunction.run)
+    target = parse_target(os.environ[TARGET_VARIABLE])
+    driver.set_active(CompileOnlyDriver(target))
+    JITFunction.run = _compile_instead_of_launch(JITFunction.run, target)
     Autotuner.do_bench = property(lambda self: _compile_each_config)
     Autotuner.check_disk_cache = _tune_without_disk_cache

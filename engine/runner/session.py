@@ -106,10 +106,11 @@ class RunnerSession:
     def op_compile(self, message: dict) -> dict:
         """In the compile box: one forward call at one size on meta tensors, which compiles
         every kernel it launches (engine.runner.compile_only). A Triton compile error is the
-        candidate's; any other failure here only means "not compiled ahead" (the candidate may
-        need real values or a GPU, which the timing runner has)."""
+        candidate's, and so is a kernel beyond the target's shared memory; any other failure
+        here only means "not compiled ahead" (the candidate may need real values or a GPU,
+        which the timing runner has)."""
         from triton.compiler.errors import CompilationError
-        from triton.runtime.errors import PTXASError
+        from triton.runtime.errors import OutOfResources, PTXASError
 
         init = decode_values(self.exchange, message["init"], "meta")
         state = {k: meta_tensor(d) for k, d in message["state"].items()}
@@ -117,7 +118,7 @@ class RunnerSession:
             model = build_model_new(self.module, init, message["seed"], "meta", state)
             with torch.no_grad():
                 model(*decode_values(self.exchange, message["inputs"], "meta"))
-        except (CompilationError, PTXASError) as exc:
+        except (CompilationError, PTXASError, OutOfResources) as exc:
             return {"error": {**describe_error(exc, self.candidate_file), "compile": True}}
         except Exception as exc:
             return {"skipped": f"{type(exc).__name__}: {str(exc)[:300]}"}

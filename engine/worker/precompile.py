@@ -5,7 +5,8 @@ launches there is compiled for the GPU's target into the candidate's Triton cach
 runner, seeded with that cache, then finds its kernels compiled instead of compiling them while
 it holds the GPU.
 
-Only a Triton compile error rejects: the same source and specialization fail on the GPU too.
+Only a Triton compile error rejects, or a kernel beyond the target's shared memory: the same
+source and specialization fail on the GPU too.
 Anything else that goes wrong here (a forward that needs real values, an import that asks for a
 GPU) leaves the candidate to compile in its timing runner, as it would have without this.
 """

@@ -425,8 +425,9 @@ def partial_kernel($params, ws_ptr, R, CHUNK, SPLITS, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     split = tl.program_id(1)
     cols = tl.arange(0, BLOCK)
+    lo = tl.cast(split, tl.int64) * CHUNK  # a whole tensor's row may pass 2**31 values
 $acc_init
-    for start in range(split * CHUNK, split * CHUNK + CHUNK, BLOCK):  # whole BLOCKs
+    for start in range(lo, lo + CHUNK, BLOCK):  # whole BLOCKs
         col = start + cols
         mask = col < R
         idx = tl.cast(row, tl.int64) * R + col
@@ -482,6 +483,17 @@ def few_long_rows(match: Match) -> bool:
     )
 
 
+def one_output(match: Match) -> bool:
+    """A reduction of everything to one value at every size (a loss, a whole-tensor sum)."""
+    return all(outer * inner == 1 for outer, _, inner in match.facts["views"])
+
+
+def rows_fill(match: Match) -> bool:
+    """Contiguous rows, unless there is only one (one program of a serial loop, 1000x slower
+    than the GPU can go) and the split kernel takes it."""
+    return contiguous_rows(match) and not (one_output(match) and few_long_rows(match))
+
+
 WARPS = (1, 2, 4, 8, 16)
 TILE_ELEMENTS = (512, 1024, 2048, 4096, 8192, 16384)
 
@@ -508,7 +520,7 @@ FAMILY = Family(
                 Param("ELEMENTS_PER_PROGRAM", TILE_ELEMENTS, 4096, tile=True),
                 Param("num_warps", WARPS, 4),
             ),
-            applies_to=contiguous_rows,
+            applies_to=rows_fill,
             substitutions=substitutions(1, "[ROWS, BLOCK_R]"),
         ),
         Strategy(
@@ -543,8 +555,10 @@ FAMILY = Family(
             template=SPLIT_TEMPLATE,
             params=(
                 Param("BLOCK", (512, 1024, 2048, 4096, 8192), 2048, tile=True),
-                Param("WAVES", (1, 2, 4, 8), 4),
-                Param("MAX_SPLITS", (64, 128, 256, 512, 1024), 512),
+                # 8 waves of programs fill every SM (132 on the H200) even where registers
+                # allow several programs per SM; the finish merges at most 1024 partials.
+                Param("WAVES", (1, 2, 4, 8), 8),
+                Param("MAX_SPLITS", (64, 128, 256, 512, 1024), 1024),
                 Param("num_warps", WARPS, 8),
             ),
             applies_to=few_long_rows,

@@ -22,6 +22,14 @@ SQUARES = frozenset("pow square mul".split())
 MAX_WHOLE_ROW = 16384
 # The channel-tile kernel keeps the whole reduced axis per column in registers.
 MAX_TILED_R = 1024
+# Sums over rows this long (or over a whole tensor) accumulate in float64: each lane adds
+# R / BLOCK terms in turn, and over ~1e9 values fp32 drifts to 1e-4 while PyTorch's cascade
+# sum stays near 3e-8. fp64 adds cost little next to the memory traffic of these kernels.
+WIDE_R = 1 << 20
+# The SMs of the H200 that the split strategies are sized for.
+H200_SMS = 132
+# The resident kernel's row is SPLITS <= SMs chunks of at most the largest CHUNK in registers.
+MAX_RESIDENT_R = H200_SMS * 16384
 
 
 def argument(call, index: int, name: str, default=None):
@@ -238,6 +246,29 @@ def few_rows_long(match: Match) -> bool:
     )
 
 
+def one_row(match: Match) -> bool:
+    """A reduction over the whole tensor at every size: one row, a single output statistic."""
+    return all(outer == 1 and inner == 1 for outer, _, inner in match.facts["views"])
+
+
+def per_row_program(match: Match) -> bool:
+    """One program per row fills the GPU only when there are rows: not for a single one."""
+    return last_axis(match) and not one_row(match)
+
+
+def resident_fits(match: Match) -> bool:
+    """Rows the resident kernel holds: longer ones need a chunk beyond registers (and past
+    2**20, Triton's largest tensor, a compile error)."""
+    return last_axis(match) and max(r for _, r, _ in match.facts["views"]) <= MAX_RESIDENT_R
+
+
+def wide_sums(match: Match) -> bool:
+    """Sums (not softmax statistics) long enough to accumulate in float64."""
+    views = match.facts["views"]
+    long_rows = one_row(match) or any(r >= WIDE_R for _, r, _ in views)
+    return match.facts["op"] not in ("softmax", "log_softmax") and long_rows
+
+
 def is_softmax(match: Match) -> bool:
     return last_axis(match) and match.facts["op"] in ("softmax", "log_softmax")
 
@@ -294,8 +325,10 @@ SHIFT = """
     shift = tl.sum(head, axis=0) / tl.sum(first.to(tl.float32), axis=0)"""
 
 
-def accumulate(op: str, online: bool = True) -> tuple[str, str]:
-    """(init, update) statements: per-lane partials p0, p1 over chunks `x` of a row."""
+def accumulate(op: str, acc: str = "tl.float32") -> tuple[str, str]:
+    """(init, update) statements: per-lane partials p0, p1 (of dtype `acc`) over chunks `x` of
+    a row. fp32 values widen exactly, so fp64 partials round only when they add."""
+    widen = "" if acc == "tl.float32" else f".to({acc})"
     if op in ("softmax", "log_softmax"):
         # A finite floor, not -inf: exp(p0 - m_new) must stay 0, never exp(nan).
         return (
@@ -310,24 +343,24 @@ def accumulate(op: str, online: bool = True) -> tuple[str, str]:
     if op == "layernorm":  # shifted sums: no cancellation when the mean is far from zero
         return (
             SHIFT
-            + """
-    p0 = tl.zeros([BLOCK], dtype=tl.float32)
-    p1 = tl.zeros([BLOCK], dtype=tl.float32)""",
-            """
-        d = tl.where(mask, x - shift, 0.0)
+            + f"""
+    p0 = tl.zeros([BLOCK], dtype={acc})
+    p1 = tl.zeros([BLOCK], dtype={acc})""",
+            f"""
+        d = tl.where(mask, x - shift, 0.0){widen}
         p0 += d
         p1 += d * d""",
         )
-    return (
-        """
-    p0 = tl.zeros([BLOCK], dtype=tl.float32)
-    p1 = tl.zeros([1], dtype=tl.float32)""",
-        """
-        p0 += tl.abs(x)"""
-        if op in L1_OPS
-        else """
-        p0 += x * x""",
-    )
+    init = f"""
+    p0 = tl.zeros([BLOCK], dtype={acc})
+    p1 = tl.zeros([1], dtype={acc})"""
+    update = f"""
+        x_acc = x{widen}
+        p0 += x_acc * x_acc"""
+    if op in L1_OPS:
+        update = f"""
+        p0 += tl.abs(x){widen}"""
+    return init, update
 
 
 def merge(op: str) -> str:
@@ -339,6 +372,20 @@ def merge(op: str) -> str:
     return """
     q0 = tl.sum(p0, axis=0)
     q1 = tl.sum(p1, axis=0)"""
+
+
+# The statistics that APPLY reads, computed in fp64 from fp64 partials then rounded once to
+# fp32: tl.sqrt and `/` are IEEE-rounded in fp64 (tl.sqrt_rn, div_rn take fp32 only).
+APPLIED_STATISTICS = {"layernorm": ("mean", "scale")}
+
+
+def finalize_wide(op: str, eps_mode: str) -> str:
+    code = finalize(op, eps_mode).replace("tl.sqrt_rn(", "tl.sqrt(")
+    code = code.replace("tl.math.div_rn(1.0, ", "(1.0 / ")
+    rounded = "".join(
+        f"\n    {name} = {name}.to(tl.float32)" for name in APPLIED_STATISTICS.get(op, ("den",))
+    )
+    return code + rounded
 
 
 def finalize(op: str, eps_mode: str) -> str:
@@ -391,15 +438,17 @@ def indent(code: str, levels: int) -> str:
 
 def substitutions(match: Match) -> dict:
     op, eps_mode = match.facts["op"], match.facts["eps_mode"]
-    init, update = accumulate(op)
+    wide = wide_sums(match)
+    init, update = accumulate(op, "tl.float64" if wide else "tl.float32")
     return {
+        "ws_dtype": "float64" if wide else "float32",
         "fill": FILL.get(op, "0.0"),
         "whole_row": whole_tile(op, eps_mode).replace("AXIS", "1"),
         "whole_column": whole_tile(op, eps_mode).replace("AXIS", "0"),
         "acc_init": init,
         "acc_update": update,
         "merge": merge(op),
-        "finalize": finalize(op, eps_mode),
+        "finalize": (finalize_wide if wide else finalize)(op, eps_mode),
         "apply": APPLY[op],
         "row_affine": AFFINE.replace("COLS", "cols[None, :]").replace(
             "COL_MASK", "cols[None, :] < R"
@@ -528,7 +577,7 @@ def partial_kernel(x_ptr, ws_ptr, R, CHUNK, SPLITS, BLOCK: tl.constexpr):
     split = tl.program_id(1)
     x_row = x_ptr + tl.cast(row, tl.int64) * R
     cols = tl.arange(0, BLOCK)
-    lo = split * CHUNK
+    lo = tl.cast(split, tl.int64) * CHUNK  # rows of a whole tensor pass 2**31
 $acc_init
     for start in range(lo, lo + CHUNK, BLOCK):  # CHUNK is a whole number of BLOCKs
         offs = start + cols
@@ -554,7 +603,7 @@ def combine_write_kernel(x_ptr, out_ptr, w_ptr, b_ptr, ws_ptr, R, CHUNK, SPLITS,
 $merge
 $finalize
     cols = tl.arange(0, BLOCK)
-    lo = split * CHUNK
+    lo = tl.cast(split, tl.int64) * CHUNK  # rows of a whole tensor pass 2**31
     for start in range(lo, lo + CHUNK, BLOCK):  # CHUNK is a whole number of BLOCKs
         offs = start + cols
         mask = offs < R
@@ -570,7 +619,7 @@ SPLIT_LAUNCH = """        sms = sm_count(x)
         splits = max(1, min(triton.cdiv(sms * $WAVES, outer), triton.cdiv(R, block), $MAX_SPLITS))
         chunk = triton.cdiv(triton.cdiv(R, splits), block) * block
         splits = triton.cdiv(R, chunk)
-        ws = torch.empty((outer, splits, 2), device=x.device, dtype=torch.float32)
+        ws = torch.empty((outer, splits, 2), device=x.device, dtype=torch.$ws_dtype)
         grid = (outer, splits)
         partial_kernel[grid](x, ws, R, chunk, splits, BLOCK=block, num_warps=$num_warps)
         combine_write_kernel[grid](x, out, w, b, ws, R, chunk, splits, EPS, BLOCK=block,
@@ -623,7 +672,7 @@ RESIDENT_LAUNCH = """        sms = sm_count(x)
         splits = min(max(triton.cdiv(R, $CHUNK), fill), sms) if x.is_cuda else 1
         chunk = triton.cdiv(R, splits)
         splits = triton.cdiv(R, chunk)  # no empty chunk
-        ws = torch.empty((outer, splits, 2), device=x.device, dtype=torch.float32)
+        ws = torch.empty((outer, splits, 2), device=x.device, dtype=torch.$ws_dtype)
         arrived = torch.zeros(outer, device=x.device, dtype=torch.int32)
         args = (x, out, w, b, ws, arrived, outer, R, chunk, splits, EPS)
         meta = dict(BLOCK=triton.next_power_of_2(chunk), SPLITS_P2=triton.next_power_of_2(splits),
@@ -783,7 +832,7 @@ STRATEGIES = (
             Param("num_warps", WARPS, 8),
             Param("num_stages", (1, 2, 3, 4), 2),
         ),
-        applies_to=last_axis,
+        applies_to=per_row_program,
         substitutions=loop_substitutions(online=False),
     ),
     Strategy(
@@ -821,7 +870,8 @@ STRATEGIES = (
         params=(
             Param("BLOCK", BLOCKS, 2048, tile=True),
             Param("WAVES", (1, 2, 4, 8), 4),
-            Param("MAX_SPLITS", (8, 16, 32, 64, 128, 256), 64),
+            # A row's programs merge its partials: 1024 are 8 per thread at 8 warps.
+            Param("MAX_SPLITS", (8, 16, 32, 64, 128, 256, 512, 1024), 1024),
             Param("num_warps", WARPS, 8),
         ),
         applies_to=few_rows_long,
@@ -846,7 +896,7 @@ STRATEGIES = (
             Param("PROGRAMS_PER_SM", (1, 2, 4), 1),
             Param("num_warps", WARPS, 16),
         ),
-        applies_to=last_axis,
+        applies_to=resident_fits,
         substitutions=resident_substitutions,
     ),
     Strategy(

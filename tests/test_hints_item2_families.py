@@ -198,3 +198,35 @@ def test_offline_generator_proposes_them(path):
     generator.preflight()
     request = GenerationRequest(target, "coarse", 0, random.Random(0))
     assert generator.propose(request).proposals
+
+
+class LaunchRecorder:
+    """Stands for a candidate's kernel in its module: records each launch's grid, then launches
+    the real kernel with it."""
+
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("spec", ["94_MSELoss.py", "98_KLDivLoss.py"])
+def test_a_loss_to_one_value_is_first_proposed_split_over_many_programs(spec, tmp_path):
+    """A one-program loop over the whole tensor ran 98_KLDivLoss at 0.001x of eager on the
+    H200: the coarse round now proposes only the split kernel, SMs x WAVES programs (the
+    interpreter counts 2 SMs, the H200 132) whose fp64 partials a second kernel merges."""
+    target = problem(spec, LEVEL1)
+    request = GenerationRequest(target, "coarse", 0, random.Random(0))
+    proposals = OfflineGenerator(target, "cpu").propose(request).proposals
+    assert [p.origin for p in proposals] == ["reduce.split"]
+    (tmp_path / "candidate.py").write_text(proposals[0].source)
+    candidate = import_module_from(tmp_path / "candidate.py", "candidate")
+    candidate.partial_kernel = recorder = LaunchRecorder(candidate.partial_kernel)
+    torch.manual_seed(0)
+    inputs = [torch.rand(64, 1024).softmax(dim=-1) for _ in range(2)]
+    got = candidate.ModelNew()(*inputs)
+    assert recorder.grids == [(1, 2 * proposals[0].params["WAVES"])]  # 16 chunks of 4096
+    expected = import_module_from(target.path, "reference").Model()(*(x.double() for x in inputs))
+    torch.testing.assert_close(got.double(), expected, rtol=1e-6, atol=0)

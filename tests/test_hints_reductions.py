@@ -8,7 +8,7 @@ import torch
 from hints_checks import UNSEEN, candidate_error, problem, strategy
 from sm90 import compile_for_sm90
 
-from engine.problems import builtin_names
+from engine.problems import builtin_names, load_problem
 from engine.problems.loader import import_module_from
 from hints import match_problem
 from hints.reductions import FAMILY
@@ -150,3 +150,27 @@ def test_resident_split_compiles_for_the_h200_with_its_barrier(tmp_path):
     stack = int(re.search(r"STACK:(\d+)", usage).group(1))
     assert stack <= 64, usage  # spills land in the stack frame: a few bytes at most
     assert registers * 32 * 16 <= 65536, usage  # the H200's register file holds one program
+
+
+FROBENIUS = UNSEEN.parent / "problems_kernelbench" / "level1" / "37_FrobeniusNorm_.py"
+
+
+def test_a_whole_tensor_norm_is_split_over_programs_that_sum_in_float64(tmp_path):
+    """37_FrobeniusNorm_ on the H200 (1.9e9 values, strict): one program per row was one
+    program; the resident kernel's row of 132 chunks needed tl.arange(0, 2**24), past Triton's
+    largest tensor (a compile error); fp32 lanes drifted to 1.6e-4 and 3.2e-7 against a
+    tolerance of 1.2e-7. Only the split kernel is offered, its partials fp64 end to end."""
+    frobenius = load_problem(str(FROBENIUS), "strict")
+    match = FAMILY.match(frobenius)
+    assert [s.name for s in FAMILY.strategies if s.applies_to(match)] == ["reduction.split_row"]
+    source = strategy(FAMILY, "reduction.split_row").render(match, {"BLOCK": 128})
+    assert "dtype=torch.float64" in source  # the partials between the two kernels
+    # Eight chunks of the tiny size's 1024 values, merged: within twice fp32's unit roundoff.
+    assert candidate_error(frobenius, source, tmp_path) < torch.finfo(torch.float32).eps
+    path = tmp_path / "candidate.py"
+    path.write_text(source)
+    signature = {"x_ptr": "*fp32", "ws_ptr": "*fp64", "R": "i32", "CHUNK": "i32", "SPLITS": "i32",
+                 "BLOCK": "constexpr"}  # fmt: skip
+    ptx, usage = compile_for_sm90(path, "partial_kernel", signature, {"BLOCK": 2048}, num_warps=8)
+    assert re.search(r"add(\.rn)?\.f64", ptx)  # the lanes add squares in fp64
+    assert int(re.search(r"STACK:(\d+)", usage).group(1)) == 0, usage

@@ -15,13 +15,20 @@ from pathlib import Path
 
 def compile_for_sm90(path: Path, kernel: str, signature: dict, constants: dict, num_warps: int):
     """(PTX, cuobjdump's resource usage line) of `kernel` in the candidate file `path`."""
+    result = compiled_for_sm90(path, kernel, signature, constants, num_warps)
+    return result["ptx"], result["usage"]
+
+
+def compiled_for_sm90(path: Path, kernel: str, signature: dict, constants: dict, num_warps: int,
+                      num_stages: int = 3) -> dict:  # fmt: skip
+    """PTX, resource usage and dynamic shared memory (bytes: what a launch would ask of the
+    GPU, and where it exceeds the H200's limit, fail) of `kernel` in the candidate file `path`."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    request = json.dumps([str(path), kernel, signature, constants, num_warps])
+    request = json.dumps([str(path), kernel, signature, constants, num_warps, num_stages])
     out = subprocess.run(
         [sys.executable, __file__, request], capture_output=True, text=True, env=env, check=True
     ).stdout
-    result = json.loads(out)
-    return result["ptx"], result["usage"]
+    return json.loads(out)
 
 
 def main(request: str) -> None:
@@ -31,12 +38,12 @@ def main(request: str) -> None:
 
     from engine.problems.loader import import_module_from
 
-    path, kernel, signature, constants, num_warps = json.loads(request)
+    path, kernel, signature, constants, num_warps, num_stages = json.loads(request)
     fn = getattr(import_module_from(Path(path), "candidate"), kernel)
     compiled = triton.compile(
         ASTSource(fn, signature, constants),
         target=GPUTarget("cuda", 90, 32),
-        options={"num_warps": num_warps},
+        options={"num_warps": num_warps, "num_stages": num_stages},
     )
     cubin = Path(path).with_suffix(".cubin")
     cubin.write_bytes(compiled.asm["cubin"])
@@ -44,7 +51,9 @@ def main(request: str) -> None:
     usage = subprocess.run(
         [str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True, check=True
     ).stdout
-    print(json.dumps({"ptx": compiled.asm["ptx"], "usage": usage}))
+    print(
+        json.dumps({"ptx": compiled.asm["ptx"], "usage": usage, "shared": compiled.metadata.shared})
+    )
 
 
 if __name__ == "__main__":

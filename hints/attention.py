@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from hints.base import Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import is_tensor
-from hints.matmul import MODEL as MATMUL_MODEL
-from hints.matmul import PRECISION_NOTE, TILED_TEMPLATE
+from hints.matmul import MODEL, PRECISION_NOTE, TILED_TEMPLATE
 from hints.matmul import tile_params as matmul_tiles
 
 SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
@@ -82,14 +81,6 @@ def match(problem) -> Match | None:
         },
     )
 
-
-MODEL = """
-
-class ModelNew(nn.Module):
-$init_source
-    def forward($forward_params):
-        return $forward_body
-"""
 
 FLASH_TEMPLATE = (
     '''import torch
@@ -288,7 +279,7 @@ def attention(q, k, v):
     return product(probs, v3, None).reshape(*lead, SQ, DV)
 '''
 
-STAGED_TEMPLATE = TILED_TEMPLATE.removesuffix(MATMUL_MODEL) + STAGED_SOFTMAX + MODEL
+STAGED_TEMPLATE = TILED_TEMPLATE.removesuffix(MODEL) + STAGED_SOFTMAX + MODEL
 
 
 def head_dim(size: list) -> int:

@@ -235,14 +235,9 @@ FORGES_ITS_FIGURES = candidate(
     _session.op_rep = _fast_rep
 """,
 )
-DEFERS_ITS_WORK = candidate(
-    """
-    if getattr(self, "timing", False):
-        self.pending = x
-        return torch.empty_like(x)
-    return launch(x)
-""",
-    prelude="""
+# The runner patched so that a fetch first does the work a timed call left pending (in
+# self.model.pending); AFTER_THE_WORK runs once it is done.
+DEFERRED_TO_THE_FETCH = """
     import sys, time
     _session = sys.modules["kbrunner.session"].RunnerSession
     _real_begin, _real_fetch = _session.op_time_begin, _session.op_fetch
@@ -257,10 +252,19 @@ DEFERS_ITS_WORK = candidate(
         if pending is not None:  # a timed call ran: do its work now
             time.sleep(SLEEP_S)
             self.last_output = launch(pending)
+            AFTER_THE_WORK
         return _real_fetch(self, message)
 
     _session.op_time_begin, _session.op_fetch = _begin, _fetch
+"""
+DEFERS_ITS_WORK = candidate(
+    """
+    if getattr(self, "timing", False):
+        self.pending = x
+        return torch.empty_like(x)
+    return launch(x)
 """,
+    prelude=DEFERRED_TO_THE_FETCH.replace("AFTER_THE_WORK", "pass"),
 )
 # Defers its work until a fetch shows it (the judge then times the size again, every call
 # verified), then does it inside the call, as slow as it really is.
@@ -274,26 +278,9 @@ DEFERS_UNTIL_A_FETCH_SHOWS_IT = candidate(
         time.sleep(SLEEP_S)
     return launch(x)
 """,
-    prelude="""
-    import sys, time
-    _session = sys.modules["kbrunner.session"].RunnerSession
-    _real_begin, _real_fetch = _session.op_time_begin, _session.op_fetch
-
-    def _begin(self, message):
-        reply = _real_begin(self, message)
-        self.model.timing = True
-        return reply
-
-    def _fetch(self, message):
-        pending = getattr(self.model, "pending", None)
-        if pending is not None:  # a deferred call is fetched: its work shows from now on
-            time.sleep(SLEEP_S)
-            self.last_output = launch(pending)
-            self.model.pending, self.model.seen = None, True
-        return _real_fetch(self, message)
-
-    _session.op_time_begin, _session.op_fetch = _begin, _fetch
-""",
+    prelude=DEFERRED_TO_THE_FETCH.replace(
+        "AFTER_THE_WORK", "self.model.pending, self.model.seen = None, True"
+    ),
 )
 # Not an attack: an honest kernel whose first fetch pays a one-time cost (on cuda, the gather
 # kernel for its output's size loaded lazily) and whose next fetch meets a hiccup of the host.

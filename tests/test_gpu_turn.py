@@ -2,12 +2,16 @@
 the runner's start overlaps other searches' work on the GPU, the candidate's code does not, and
 the wait for the turn counts in no activity of the ledger."""
 
+import glob
+import tempfile
 import threading
 import time
+import uuid
 
 from engine.backends.local import LocalBackend
 from engine.problems import load_problem
-from tests.adversarial.softmax import VALID
+from engine.worker.sandbox import EXCHANGE_PARENT
+from tests.adversarial import softmax as attacks
 from tests.processes import command_line, descendants
 
 
@@ -28,7 +32,13 @@ class NotedLock:
 def test_an_evaluation_waits_for_the_gpu_only_once_its_runner_has_started():
     backend = LocalBackend("cpu")
     softmax = load_problem("softmax")
-    request = backend.judge_request(softmax, VALID, [softmax.smallest], check_seeds=[1, 2])
+    marker = f"imported-{uuid.uuid4().hex}"  # the candidate leaves it when its module runs
+    source = attacks.candidate("return launch(x)", prelude=f"""
+        import os
+        open(os.path.join(os.environ["KB_EXCHANGE"], "{marker}"), "w").close()
+    """)  # fmt: skip
+    left = f"{EXCHANGE_PARENT or tempfile.gettempdir()}/kb-runner-*/**/{marker}"
+    request = backend.judge_request(softmax, source, [softmax.smallest], check_seeds=[1, 2])
     turn, outcome = NotedLock(), {}
     try:
         with turn.lock:  # another search's work on the GPU
@@ -42,8 +52,10 @@ def test_an_evaluation_waits_for_the_gpu_only_once_its_runner_has_started():
             runners = [c for c in family if "kbrunner" in c and "bwrap" not in c.split()[0]]
             assert len(runners) == 2, family  # the template, and the runner forked from it
             time.sleep(1.0)
-            assert judging.is_alive()  # nothing of the candidate's runs before its turn
+            assert judging.is_alive()
+            assert not glob.glob(left, recursive=True)  # none of the candidate's code has run
         judging.join(180)
+        assert glob.glob(left, recursive=True)  # it ran once the turn was the evaluation's
     finally:
         backend.close()
     assert outcome["passed"], outcome

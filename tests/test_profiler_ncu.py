@@ -45,8 +45,10 @@ FAKE_NCU = f"""#!{sys.executable}
 import json, os, subprocess, sys, time
 args = sys.argv[1:]
 mode = os.environ.get("FAKE_NCU_MODE", "ok")
+cache = os.path.join(os.environ.get("KB_EXCHANGE", ""), "triton-cache")
+seeded = sorted(os.listdir(cache)) if os.path.isdir(cache) else []
 with open(os.environ["FAKE_NCU_LOG"], "a") as log:
-    log.write(json.dumps({{"args": args, "env": sorted(os.environ)}}) + "\\n")
+    log.write(json.dumps({{"args": args, "env": sorted(os.environ), "cache": seeded}}) + "\\n")
 if mode == "perm":
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
           "Performance Counters on the target device 0.")
@@ -235,6 +237,16 @@ def test_profile_runs_ncu_once_and_reads_the_report_twice(fake_ncu, monkeypatch)
     assert (
         raw[raw.index("--page") + 1] == "raw" and details[details.index("--page") + 1] == "details"
     )
+
+
+def test_a_profile_starts_with_the_kernels_its_evaluation_compiled(fake_ncu, tmp_path):
+    compiled = tmp_path / "candidate-cache"
+    (compiled / "a1b2").mkdir(parents=True)
+    (compiled / "a1b2" / "kb_rmsnorm_dim1.cubin").write_bytes(b"sm_90 code")
+    result = profile(load_problem(str(RMSNORM)), CANDIDATE, "small", triton_cache=str(compiled))
+    assert result["status"] == "ok", result
+    run = next(call for call in calls(fake_ncu) if "--export" in call["args"])
+    assert run["cache"] == ["a1b2"]  # in the launcher's Triton cache before it started
 
 
 def test_no_permission_for_counters_is_reported(fake_ncu, monkeypatch):

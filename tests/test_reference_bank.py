@@ -10,6 +10,8 @@ from engine.backends.local import CHECK_POOL, RECHECK_POOL, LocalBackend, job_se
 from engine.gate.correctness import compute_reference
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import load_problem
+from engine.runner.cuda_share import driver_error
+from engine.worker.failures import judge_ran_out_of_memory
 from engine.worker.reference_bank import JUDGES_PER_GPU, ReferenceBank
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -87,6 +89,21 @@ def test_references_leave_the_device_while_it_is_short_of_its_reserve():
     free["bytes"] = 10  # another judge filled the device: the next store makes room
     bank.get(("p", 2), counted(2, calls))
     assert not bank.entries
+
+
+def test_a_judge_short_of_memory_gives_its_banks_device_memory_back():
+    bank, calls = ReferenceBank("cpu"), []
+    bank.get(("p", 1), counted(1, calls))
+    bank.drop_device_entries()
+    assert not bank.entries and bank.counts["dropped"] == 1
+    bank.get(("p", 1), counted(1, calls))
+    assert calls == [1, 1]  # recomputed, not lost
+
+
+def test_a_failed_device_allocation_reads_as_the_judges_own_out_of_memory():
+    assert judge_ran_out_of_memory(driver_error("cuMemCreate", 2))
+    assert not judge_ran_out_of_memory(driver_error("cuMemMap", 201))  # an invalid context
+    assert not judge_ran_out_of_memory(RuntimeError("shape mismatch in the problem's forward"))
 
 
 def test_candidates_draw_varied_subsets_of_one_pool_and_recheck_apart_from_it():

@@ -30,6 +30,9 @@ class _AccessDesc(ctypes.Structure):
     _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
 
 
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
 class CudaShareError(RuntimeError):
     pass
 
@@ -43,7 +46,13 @@ def _call(name: str, *args) -> None:
         _driver = ctypes.CDLL("libcuda.so.1")
     status = getattr(_driver, name)(*args)
     if status != 0:
-        raise CudaShareError(f"{name} failed with CUDA error {status}")
+        raise driver_error(name, status)
+
+
+def driver_error(name: str, status: int) -> CudaShareError:
+    """The error of driver call `name` that returned `status`, out of memory named as such."""
+    named = " (out of memory)" if status == CUDA_ERROR_OUT_OF_MEMORY else ""
+    return CudaShareError(f"{name} failed with CUDA error {status}{named}")
 
 
 def _prop(device: int) -> _AllocationProp:

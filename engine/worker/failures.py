@@ -57,8 +57,9 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
 
 def judge_ran_out_of_memory(exc: BaseException) -> bool:
     """Whether an exception raised in the judge's own work is a failed allocation (on cuda
-    torch's OutOfMemoryError or the driver's out-of-memory status, on cpu the allocator's)."""
-    return any(m in str(exc) for m in OOM_MARKERS) or "CUDA error 2" in str(exc)
+    torch's OutOfMemoryError or the driver's, as CudaShareError names it; on cpu the
+    allocator's)."""
+    return any(m in str(exc) for m in OOM_MARKERS)
 
 
 def classify_death(kind: str, message: str) -> tuple[str, str]:

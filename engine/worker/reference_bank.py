@@ -102,18 +102,14 @@ class ReferenceBank:
         entries leave the device while it is below `reserve_bytes`."""
         self.device = device
         sharers = judges_per_gpu()
+        device_share = CPU_DEVICE_BYTES
         if device == "cuda":
             total = torch.cuda.get_device_properties(0).total_memory
             free_bytes = free_bytes or cuda_free_bytes
             reserve_bytes = int(DEVICE_RESERVE * total) if reserve_bytes is None else reserve_bytes
+            device_share = int(GPU_SHARE * total)
         self.free_bytes, self.reserve_bytes = free_bytes, reserve_bytes or 0
-        if device_bytes is None:
-            device_bytes = (
-                int(GPU_SHARE * torch.cuda.get_device_properties(0).total_memory)
-                if device == "cuda"
-                else CPU_DEVICE_BYTES
-            ) // sharers
-        self.device_bytes = device_bytes
+        self.device_bytes = device_share // sharers if device_bytes is None else device_bytes
         self.host_bytes = host_bytes // sharers if device == "cuda" else 0
         self.entries: OrderedDict[tuple, Entry] = OrderedDict()
         self.counts = {"hits": 0, "misses": 0, "corrupt": 0, "dropped": 0}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hints.base import Family, Match, Param, Strategy
+from hints.base import H200_SHARED_BYTES, Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import is_tensor
 from hints.matmul import MODEL, PRECISION_NOTE, TILED_TEMPLATE
@@ -302,8 +302,6 @@ def wide_fp32_heads(match: Match) -> bool:
     )
 
 
-# The most shared memory one program may use on an H200 (227 KiB of an SM's 228 KiB).
-H200_SHARED_BYTES = 232448
 # Cuts that bring a flash configuration into shared memory, in order, each as far as its floor:
 # fewer pipeline stages first, then smaller query and key blocks, a narrower head chunk, and at
 # last the smallest tiles.

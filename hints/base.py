@@ -6,6 +6,11 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# The GPU the strategies' sizing heuristics assume: the H200's SMs, and the shared memory one
+# program may use (engine.runner.compile_only holds the limit of every target).
+H200_SMS = 132
+H200_SHARED_BYTES = 232448
+
 # The profiler's diagnosis tags (engine.profiler.diagnosis) that strategies say they address.
 SYMPTOMS = (
     "memory-bound",  # DRAM throughput near its ceiling: only fewer bytes help

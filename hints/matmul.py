@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from hints.base import Family, Match, Param, Strategy
+from hints.base import H200_SMS, Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
 from hints.epilogue import fused_tail
@@ -17,7 +17,6 @@ FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 # A product with a side of 1 is a matrix-vector product: the matvec family's bandwidth kernels.
 MIN_SIDE = 2
 PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
-H200_SMS = 132
 # triu/tril after the product: which (row, col) of each output matrix keep their value.
 TRIANGLES = {"triu": ">=", "tril": "<="}
 

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from hints.base import Family, Match, Param, Strategy
+from hints.base import H200_SMS, Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import FLOAT_DTYPES, is_tensor
 
 PRODUCTS = frozenset("matmul mm mv linear".split())
-H200_SMS = 132
 
 
 def orientation(call) -> dict | None:

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from hints.base import Family, Match, Param, Strategy
+from hints.base import H200_SMS, Family, Match, Param, Strategy
 from hints.binding import bind, on_meta
 from hints.elementwise import is_tensor
 
@@ -26,8 +26,6 @@ MAX_TILED_R = 1024
 # R / BLOCK terms in turn, and over ~1e9 values fp32 drifts to 1e-4 while PyTorch's cascade
 # sum stays near 3e-8. fp64 adds cost little next to the memory traffic of these kernels.
 WIDE_R = 1 << 20
-# The SMs of the H200 that the split strategies are sized for.
-H200_SMS = 132
 # The resident kernel's row is SPLITS <= SMs chunks of at most the largest CHUNK in registers.
 MAX_RESIDENT_R = H200_SMS * 16384
 
@@ -242,7 +240,7 @@ def whole_row_fits(match: Match) -> bool:
 def few_rows_long(match: Match) -> bool:
     """Split rows pay when some size has under a few waves of rows over 132 SMs, or huge rows."""
     return last_axis(match) and any(
-        r >= 8192 and (rows < 4 * 132 or r >= 131072) for rows, r, _ in match.facts["views"]
+        r >= 8192 and (rows < 4 * H200_SMS or r >= 131072) for rows, r, _ in match.facts["views"]
     )
 
 

@@ -14,7 +14,8 @@ from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
 from engine.problems import builtin_names, load_problem
 from hints import match_problem
-from hints.attention import FAMILY, H200_SHARED_BYTES, flash_shared_bytes, flash_tiles
+from hints.attention import FAMILY, flash_shared_bytes, flash_tiles
+from hints.base import H200_SHARED_BYTES
 
 FLASH = FAMILY.strategies[0]
 STRICT = 1e-5

@@ -223,6 +223,17 @@ def test_work_deferred_to_the_fetch_is_tampering_where_a_hiccup_would_pass(backe
     assert "handing over" in result.message
 
 
+@pytest.mark.parametrize("seed", [24, 26, 28])
+def test_a_size_timed_again_verifies_every_call(backend, softmax, seed):
+    """Skipping every second call's work escapes 2 verified fetches 21% of the time. At these
+    timing seeds the first timing fetches a skipped call; a second timing that fetched 2 calls
+    again would miss them all, one that fetches every call cannot."""
+    attack = fill(attacks.DEFERS_EVERY_SECOND_CALL, SLEEP_S=SLEEP_S)
+    result = judge(backend, softmax, attack, {**TIMING, "seed": seed})
+    assert result.reason == "timing_tampered", result.message
+    assert "handing over" in result.message
+
+
 def test_a_first_fetchs_cost_and_one_hiccup_are_not_tampering(backend, softmax):
     """The first fetch (untimed) pays one-time costs; one slow fetch of 8 verified (32 timed
     calls) moves no median; of 2 verified (8 timed calls), the size is timed again, every call

@@ -282,6 +282,19 @@ DEFERS_UNTIL_A_FETCH_SHOWS_IT = candidate(
         "AFTER_THE_WORK", "self.model.pending, self.model.seen = None, True"
     ),
 )
+# Skips the work of every second timed call, doing it only if that call is fetched: half its
+# calls cost nothing, enough to move the median.
+DEFERS_EVERY_SECOND_CALL = candidate(
+    """
+    self.calls = getattr(self, "calls", 0) + 1
+    self.pending = None
+    if getattr(self, "timing", False) and self.calls % 2:
+        self.pending = x
+        return torch.empty_like(x)
+    return launch(x)
+""",
+    prelude=DEFERRED_TO_THE_FETCH.replace("AFTER_THE_WORK", "pass"),
+)
 # Not an attack: an honest kernel whose first fetch pays a one-time cost (on cuda, the gather
 # kernel for its output's size loaded lazily) and whose next fetch meets a hiccup of the host.
 SLOW_FIRST_FETCHES = candidate(

@@ -229,10 +229,12 @@ ROW_TEMPLATE = (
 def pool_kernel"""
     + SIGNATURE
     + """:
-    # One output row (nc, od, oh) per program along axis 1, BLOCK of its columns along axis 0:
-    # no per-element division, loads contiguous along W.
-    row = tl.program_id(1)
-    ow = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    # One output row (nc, od, oh) and BLOCK of its columns per program, folded into grid axis 0
+    # (axis 1 takes at most 65535 programs on a GPU): no per-element division, loads contiguous
+    # along W.
+    blocks = tl.cdiv(OW, BLOCK)
+    row = tl.program_id(0) // blocks
+    ow = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
     # The row's coordinates as vectors: the interpreter rejects masks that mix scalar
     # conditions with vector ones.
     rows = tl.zeros([BLOCK], tl.int32) + row
@@ -248,7 +250,7 @@ def pool_kernel"""
 """
     + MODEL
     + """        block = min($BLOCK, triton.next_power_of_2(OW))
-        grid = (triton.cdiv(OW, block), NC * OD * OH)
+        grid = (triton.cdiv(OW, block) * NC * OD * OH,)
         pool_kernel[grid](x, out, NC, D, H, W, OD, OH, OW, BLOCK=block, num_warps=$num_warps,
                           **constants)
         return out

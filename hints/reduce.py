@@ -387,8 +387,12 @@ def columns_kernel($params, out_ptr, R, inner, count, BLOCK_R: tl.constexpr,
                    BLOCK_INNER: tl.constexpr):
     # Tile [BLOCK_R, BLOCK_INNER] of one outer slice: loads coalesced along the contiguous
     # inner axis, a loop over the reduced axis.
-    o = tl.program_id(1)
-    i = tl.program_id(0) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
+    # One program per (outer slice, block of inner columns), folded into grid axis 0: axis 1
+    # takes at most 65535 programs on a GPU.
+    blocks = tl.cdiv(inner, BLOCK_INNER)
+    o = tl.program_id(0) // blocks
+    first = (tl.program_id(0) % blocks) * BLOCK_INNER
+    i = first + tl.arange(0, BLOCK_INNER)[None, :]
     rs = tl.arange(0, BLOCK_R)[:, None]
 $acc_init
     for start in range(0, R, BLOCK_R):
@@ -401,14 +405,14 @@ $acc_update
 $acc_reduce"""
     + FINISH
     + """
-    here = tl.program_id(0) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)
+    here = first + tl.arange(0, BLOCK_INNER)
     tl.store(out_ptr + tl.cast(o, tl.int64) * inner + here, y.to(out_ptr.dtype.element_ty),
              mask=here < inner)
 """
     + MODEL
     + """        block_inner = min($BLOCK_INNER, triton.next_power_of_2(inner))
         block_r = max(1, min($ELEMENTS_PER_PROGRAM // block_inner, triton.next_power_of_2(R)))
-        grid = (triton.cdiv(inner, block_inner), outer)
+        grid = (triton.cdiv(inner, block_inner) * outer,)
         columns_kernel[grid]($args, out, R, inner, count, BLOCK_R=block_r,
                              BLOCK_INNER=block_inner, num_warps=$num_warps)
         return out

@@ -717,8 +717,11 @@ def channel_tile_kernel(x_ptr, out_ptr, R, inner, eps, BLOCK_R: tl.constexpr,
                         BLOCK_INNER: tl.constexpr):
     # Tile [BLOCK_R, BLOCK_INNER] of one outer slice: loads coalesced along the contiguous
     # inner axis, the whole reduced axis in registers; one read and one write.
-    o = tl.program_id(1)
-    i = tl.program_id(0) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)
+    # One program per (outer slice, block of inner columns), folded into grid axis 0: axis 1
+    # takes at most 65535 programs on a GPU.
+    blocks = tl.cdiv(inner, BLOCK_INNER)
+    o = tl.program_id(0) // blocks
+    i = (tl.program_id(0) % blocks) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)
     i = tl.max_contiguous(tl.multiple_of(i, BLOCK_INNER), BLOCK_INNER)
     r = tl.arange(0, BLOCK_R)
     mask = (r[:, None] < R) & (i[None, :] < inner)
@@ -730,7 +733,7 @@ $whole_column
     + MODEL
     + """        block_r = triton.next_power_of_2(R)
         block_inner = max(1, min($ELEMENTS_PER_PROGRAM // block_r, triton.next_power_of_2(inner)))
-        grid = (triton.cdiv(inner, block_inner), outer)
+        grid = (triton.cdiv(inner, block_inner) * outer,)
         channel_tile_kernel[grid](x, out, R, inner, EPS, BLOCK_R=block_r, BLOCK_INNER=block_inner,
                                   num_warps=$num_warps)
         return out

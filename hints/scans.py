@@ -171,8 +171,11 @@ COLUMN_TEMPLATE = (
 def scan_kernel($params, out_ptr, R, inner, BLOCK_INNER: tl.constexpr):
     # BLOCK_INNER columns of one outer slice step down the scanned dim together: each step
     # loads a contiguous run of the inner axis and adds it to the running carry.
-    o = tl.program_id(1)
-    i = tl.program_id(0) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)
+    # One program per (outer slice, block of inner columns), folded into grid axis 0: axis 1
+    # takes at most 65535 programs on a GPU.
+    blocks = tl.cdiv(inner, BLOCK_INNER)
+    o = tl.program_id(0) // blocks
+    i = (tl.program_id(0) % blocks) * BLOCK_INNER + tl.arange(0, BLOCK_INNER)
     mask = i < inner
     carry = tl.full([BLOCK_INNER], $neutral, tl.float64)
     for k in range(0, R):
@@ -185,8 +188,8 @@ $map
 """
     + MODEL
     + """        block = min($BLOCK_INNER, triton.next_power_of_2(inner))
-        scan_kernel[(triton.cdiv(inner, block), outer)]($args, out, R, inner,
-                                                        BLOCK_INNER=block, num_warps=$num_warps)
+        scan_kernel[(triton.cdiv(inner, block) * outer,)]($args, out, R, inner,
+                                                          BLOCK_INNER=block, num_warps=$num_warps)
         return out
 """
 )

@@ -68,6 +68,7 @@ def test_valid_candidate_for_each_builtin_passes(backend, problem):
         ("softmax_signature", "signature_mismatch", "Model.forward(x)"),
         ("softmax_compile_error", "compile_error", "arange's range must be a power of 2"),
         ("softmax_oom", "out_of_memory", "line 27"),
+        ("softmax_grid_axis1", "launch_error", "at most 65535 there"),
     ],
 )
 def test_rejected(backend, softmax, name, reason, words):

@@ -1,8 +1,8 @@
-"""The one-time costs of a fresh process (Triton's runtime, the interpreter's set-up on cpu, the
-modules torch imports when a mode is first entered, on cuda the context and Triton's driver
-utilities), paid before any candidate's evaluation: in the template where a fork keeps them
-(everything on cpu; on cuda all but the GPU, which must not be touched before a fork), in each
-runner for the rest."""
+"""The one-time costs of a fresh process (Triton's runtime, the interpreter's set-up on cpu and its
+GPU grid limits, the modules torch imports when a mode is first entered, on cuda the context and
+Triton's driver utilities), paid before any candidate's evaluation: in the template where a fork
+keeps them (everything on cpu; on cuda all but the GPU, which must not be touched before a fork),
+in each runner for the rest."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .grid_limits import enforce_grid_limits
 from .guards import guarded_call
 
 
@@ -30,6 +31,7 @@ def warm_up_template(device: str) -> None:
     tensors stay tiny: a fork must not follow a parallel region (the child's thread pool would
     be dead)."""
     if device == "cpu":
+        enforce_grid_limits()
         guarded_call(_copy_call, [torch.ones(16)], "nan")
     elif device == "compile":  # Triton's compiler loaded and run once, before any fork
         from .compile_only import enter

@@ -23,6 +23,19 @@ from engine.runner.exchange import DTYPES, dtype_name, encode_values
 SHARE_MIN_BYTES = 1 << 20
 
 
+def allocate(nbytes: int) -> Shared:
+    """A shared buffer of `nbytes`. The driver allocates it, and cannot reuse the blocks that
+    torch's caching allocator keeps from the judge's freed tensors (a float64 reference of a 16 GiB
+    input caches 32 GiB): where the driver runs short, those go back to it and it is asked again."""
+    try:
+        return Shared.allocate(nbytes)
+    except CudaShareError as exc:
+        if not exc.out_of_memory:
+            raise
+        torch.cuda.empty_cache()
+        return Shared.allocate(nbytes)
+
+
 class DeviceExchange:
     def __init__(self, share_socket: socket.socket):
         self.socket = share_socket
@@ -32,7 +45,7 @@ class DeviceExchange:
     def _export(self, dtype: torch.dtype, shape: list[int]) -> dict:
         """A new shared buffer for a tensor of `dtype` and `shape`, exported for the next
         command; its description."""
-        shared = Shared.allocate(math.prod(shape) * torch.empty((), dtype=dtype).element_size())
+        shared = allocate(math.prod(shape) * torch.empty((), dtype=dtype).element_size())
         self.buffers.append(shared)
         self.outbox.append(shared.export_fd())
         return {"index": len(self.outbox) - 1, "buffer": len(self.buffers) - 1,

@@ -64,6 +64,11 @@ class Strategy:
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.params}
 
+    def reference_precision(self, match: Match) -> str:
+        """What PyTorch computes `match`'s replaced operators in (torch_precision, unless the
+        strategy's match says otherwise)."""
+        return self.torch_precision
+
     def render(self, match: Match, params: dict | None = None) -> str:
         values = {**match.facts, **self.defaults(), **(params or {})}
         if self.substitutions is not None:

@@ -85,18 +85,24 @@ def match(problem) -> Match | None:
     )
 
 
-def stage_sources(match: Match, precision: str) -> list[tuple[str, str]]:
-    """(id, source) of each family stage's candidate, at its family's first strategy, with
-    `precision` for the stages whose strategy takes one (their tl.dot on fp32 operands)."""
+def stage_strategies(match: Match) -> list[tuple[int, Strategy, Match]]:
+    """(index, strategy, match) of each family stage: its family's first strategy."""
     families = {f.name: f for f in stage_families()}
-    sources = []
+    found = []
     for k, stage in enumerate(match.facts["stages"]):
         if stage["kind"] == "family":
-            family = families[stage["family"]]
-            sub = Match(family.name, stage["facts"])
-            strategy = first_strategy(family, sub)
-            params = {"precision": precision} if "precision" in strategy.defaults() else {}
-            sources.append((f"stage {k}: {strategy.name}", strategy.render(sub, params)))
+            sub = Match(stage["family"], stage["facts"])
+            found.append((k, first_strategy(families[stage["family"]], sub), sub))
+    return found
+
+
+def stage_sources(match: Match, precision: str) -> list[tuple[str, str]]:
+    """(id, source) of each family stage's candidate, with `precision` for the stages whose
+    strategy takes one (their tl.dot on fp32 operands)."""
+    sources = []
+    for k, strategy, sub in stage_strategies(match):
+        params = {"precision": precision} if "precision" in strategy.defaults() else {}
+        sources.append((f"stage {k}: {strategy.name}", strategy.render(sub, params)))
     return sources
 
 
@@ -115,6 +121,13 @@ def forward_lines(match: Match, classes: list[str]) -> list[str]:
 @dataclass(frozen=True)
 class StagedStrategy(Strategy):
     """Renders the whole chain; its template is unused."""
+
+    def reference_precision(self, match: Match) -> str:
+        """TF32 where every stage that takes the chain's precision is computed in TF32 by
+        PyTorch (convolutions), so a chain of a convolution and its epilogue may match cuDNN."""
+        taking = [(s, sub) for _, s, sub in stage_strategies(match) if "precision" in s.defaults()]
+        tf32 = bool(taking) and all(s.reference_precision(sub) == "tf32" for s, sub in taking)
+        return "tf32" if tf32 else "fp32"
 
     def render(self, match: Match, params: dict | None = None) -> str:
         precision = {**self.defaults(), **(params or {})}["precision"]

@@ -148,6 +148,8 @@ def test_strict_offers_tf32_where_pytorch_computes_in_tf32():
     coarse = OfflineGenerator(conv).propose(request).proposals
     tried = [p.params["precision"] for p in coarse if p.origin == "conv.implicit_gemm"]
     assert tried == ["tf32", "tf32x3"]
+    # ... and every other applicable strategy still gets its turn
+    assert {p.origin for p in coarse} == {s.name for s, _ in OfflineGenerator(conv).applicable}
     assert [infer_precision(p.source) for p in coarse if p.origin == "conv.implicit_gemm"] == tried
     # on the cpu, PyTorch's convolutions are fp32: nothing in tf32 there
     assert precisions_on(conv, "cpu") == {"tf32x3", "ieee"}
@@ -163,3 +165,19 @@ def test_a_staged_chain_computes_its_products_at_the_policys_precision():
         assert chain.origin == "staged.chain"
         assert chain.params == {"precision": expected}
         assert infer_precision(chain.source) == expected  # from the stage's tl.dot
+
+
+def test_a_chain_of_a_convolution_and_what_follows_is_proposed_in_tf32_under_strict():
+    """PyTorch computes the chain's convolution in TF32 (cuDNN's default), so under strict the
+    chain's precision may be TF32, as a convolution's alone: the coarse round proposes it in
+    tf32 and in tf32x3. A chain whose product PyTorch computes in fp32 never gets TF32 (above),
+    and on the cpu, where PyTorch's convolutions are fp32, neither does this one."""
+    path = TESTS / "problems_kernelbench" / "sample" / "level2" / "43_Conv3d_Max_LogSumExp_ReLU.py"
+    problem = load_problem(str(path))
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    chains = OfflineGenerator(problem, "cuda").propose(request).proposals
+    assert [(c.origin, c.params["precision"]) for c in chains] == [
+        ("staged.chain", "tf32"), ("staged.chain", "tf32x3")]  # fmt: skip
+    assert [infer_precision(c.source) for c in chains] == ["tf32", "tf32x3"]
+    on_cpu = OfflineGenerator(problem, "cpu").propose(request).proposals
+    assert [c.params["precision"] for c in on_cpu] == ["tf32x3"]

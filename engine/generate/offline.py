@@ -49,7 +49,7 @@ class OfflineGenerator:
         tf32_reference = backend != "cpu"
         # Every applicable strategy, its precision narrowed to the session's policy.
         self.applicable = [
-            (within_policy(s, problem.precision_policy, tf32_reference), match)
+            (within_policy(s, match, problem.precision_policy, tf32_reference), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
@@ -66,7 +66,7 @@ class OfflineGenerator:
     def propose(self, request: GenerationRequest) -> GenerationOutcome:
         outcome = GenerationOutcome()
         seen = set(request.known_sha256)
-        wanted = request.count or len(self.applicable)
+        wanted = request.count or len(self.coarse_moves())
         for strategy, match, params, note in self.moves(request):
             if len(outcome.proposals) >= wanted:
                 break
@@ -86,12 +86,7 @@ class OfflineGenerator:
     def moves(self, request: GenerationRequest):
         """Candidate moves in order of preference: (strategy, match, params, note)."""
         if request.kind == "coarse" or request.parent is None:
-            strict = self.problem.precision_policy == "strict"
-            for strategy, match in self.applicable:
-                yield strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"
-                if strict and strategy.defaults().get("precision") == "tf32":
-                    sure = {**strategy.defaults(), "precision": "tf32x3"}
-                    yield strategy, match, sure, f"{strategy.name} in tf32x3"
+            yield from self.coarse_moves()
             return
         parent = request.parent
         tags = set((parent.diagnosis or {}).get("tags", []))
@@ -139,6 +134,18 @@ class OfflineGenerator:
                 )
                 yield strategy, match, params, f"neighbour of {parent.id}: {changed}"
 
+    def coarse_moves(self) -> list:
+        """Every applicable strategy at its defaults; under strict, one whose default is TF32
+        (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass."""
+        strict = self.problem.precision_policy == "strict"
+        moves = []
+        for strategy, match in self.applicable:
+            moves.append((strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"))
+            if strict and strategy.defaults().get("precision") == "tf32":
+                sure = {**strategy.defaults(), "precision": "tf32x3"}
+                moves.append((strategy, match, sure, f"{strategy.name} in tf32x3"))
+        return moves
+
     def find(self, origin: str) -> tuple[Strategy, Match] | None:
         for strategy, match in self.applicable:
             if strategy.name == origin:
@@ -146,11 +153,13 @@ class OfflineGenerator:
         return None
 
 
-def within_policy(strategy: Strategy, policy: str, tf32_reference: bool) -> Strategy:
+def within_policy(strategy: Strategy, match: Match, policy: str, tf32_reference: bool
+                  ) -> Strategy:
     """The strategy with its `precision` parameter narrowed to what `policy` allows (and under
-    strict, what PyTorch's own precision allows where `tf32_reference`)."""
+    strict, what PyTorch's own precision for `match` allows where `tf32_reference`)."""
     allowed = POLICY_INPUT_PRECISIONS[policy]
-    if policy == "strict" and strategy.torch_precision == "tf32" and tf32_reference:
+    tf32_torch = strategy.reference_precision(match) == "tf32"
+    if policy == "strict" and tf32_torch and tf32_reference:
         allowed = STRICT_AT_TF32_REFERENCE
     params = tuple(
         replace(p, values=tuple(v for v in p.values if v in allowed), default=allowed[0])

@@ -27,8 +27,11 @@ def store_gemm_tile(acc, out_ptr, bias_ptr, n, g, co, co_ok, offs_p, p_ok, CO, C
         acc += tl.load(bias_ptr + co, mask=co_ok, other=0.0).to(tl.float32)[None, :]
     if EPILOGUE:
         acc = epilogue(acc, co[None, :], co_ok[None, :]$epilogue_params)
-    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[None, :] * (OD * OH * OW) + offs_p[:, None]
-    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=p_ok[:, None] & co_ok[None, :])
+    # Stored as [output channels x positions], positions along the threads of a warp: a tile
+    # stored as it is computed puts a channel per thread, DHW apart (4 MB at 1024 x 1024).
+    out_ptrs = out_ptr + (n * CO + co).to(tl.int64)[:, None] * (OD * OH * OW) + offs_p[None, :]
+    tl.store(out_ptrs, tl.trans(acc).to(out_ptr.dtype.element_ty),
+             mask=co_ok[:, None] & p_ok[None, :])
 '''
 )
 
@@ -58,15 +61,16 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
         k_ok = offs_k < k_total
         ci = offs_k // (KD * KH * KW)
         tap = offs_k % (KD * KH * KW)
-        idd, d_ok = tap_input(od[:, None], (tap // (KH * KW))[None, :], D, STRIDE_D, PAD_D,
+        # Loaded as [reduction x positions] (see tap_product), then transposed.
+        idd, d_ok = tap_input(od[None, :], (tap // (KH * KW))[:, None], D, STRIDE_D, PAD_D,
                               DIL_D, TRANSPOSED)
-        ih, h_ok = tap_input(oh[:, None], ((tap // KW) % KH)[None, :], H, STRIDE_H, PAD_H,
+        ih, h_ok = tap_input(oh[None, :], ((tap // KW) % KH)[:, None], H, STRIDE_H, PAD_H,
                              DIL_H, TRANSPOSED)
-        iw, w_ok = tap_input(ow[:, None], (tap % KW)[None, :], W, STRIDE_W, PAD_W, DIL_W,
+        iw, w_ok = tap_input(ow[None, :], (tap % KW)[:, None], W, STRIDE_W, PAD_W, DIL_W,
                              TRANSPOSED)
-        ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
-        a = tl.load(x_group + ci[None, :] * (D * H * W) + (idd * H + ih) * W + iw, mask=ok,
-                    other=0.0)
+        ok = k_ok[:, None] & p_ok[None, :] & d_ok & h_ok & w_ok
+        a = tl.trans(tl.load(x_group + ci[:, None] * (D * H * W) + (idd * H + ih) * W + iw,
+                             mask=ok, other=0.0))
         b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
                     mask=k_ok[:, None] & co_ok[None, :], other=0.0)
         if ROUND_TF32:
@@ -135,8 +139,11 @@ def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, CIN_G, DHW
     `at_ok`) with their weights through `tap`."""
     ci = c0 + tl.arange(0, BLOCK_K)
     ci_ok = ci < CIN_G
-    a = tl.load(x_group + ci[None, :] * DHW + at[:, None], mask=at_ok[:, None] & ci_ok[None, :],
-                other=0.0)
+    # Loaded as [channels x positions], then transposed: Triton cannot see that a tap's
+    # positions are contiguous, and puts a warp's threads along the last dim; along channels
+    # (DHW apart) each thread's load would be a cache line of its own.
+    a = tl.trans(tl.load(x_group + ci[:, None] * DHW + at[None, :],
+                         mask=ci_ok[:, None] & at_ok[None, :], other=0.0))
     b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
                 mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
     if ROUND_TF32:

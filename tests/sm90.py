@@ -21,8 +21,9 @@ def compile_for_sm90(path: Path, kernel: str, signature: dict, constants: dict, 
 
 def compiled_for_sm90(path: Path, kernel: str, signature: dict, constants: dict, num_warps: int,
                       num_stages: int = 3) -> dict:  # fmt: skip
-    """PTX, resource usage and dynamic shared memory (bytes: what a launch would ask of the
-    GPU, and where it exceeds the H200's limit, fail) of `kernel` in the candidate file `path`."""
+    """PTX, TTGIR (Triton's GPU dialect: the layouts it chose), resource usage and dynamic shared
+    memory (bytes: what a launch would ask of the GPU, and where it exceeds the H200's limit,
+    fail) of `kernel` in the candidate file `path`."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     request = json.dumps([str(path), kernel, signature, constants, num_warps, num_stages])
     out = subprocess.run(
@@ -52,7 +53,14 @@ def main(request: str) -> None:
         [str(cuobjdump), "-res-usage", str(cubin)], capture_output=True, text=True, check=True
     ).stdout
     print(
-        json.dumps({"ptx": compiled.asm["ptx"], "usage": usage, "shared": compiled.metadata.shared})
+        json.dumps(
+            {
+                "ptx": compiled.asm["ptx"],
+                "ttgir": compiled.asm["ttgir"],
+                "usage": usage,
+                "shared": compiled.metadata.shared,
+            }
+        )
     )
 
 

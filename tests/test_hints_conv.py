@@ -2,11 +2,13 @@
 the CPU interpreter for the built-in grouped conv (grouped and depthwise sizes) and unseen files."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 from hints_checks import candidate_error, problem, strategy
+from sm90 import compiled_for_sm90
 
 from engine.problems import builtin_names
 from hints import match_problem
@@ -140,3 +142,37 @@ def test_depthwise_stride_two_facts():
     assert geometry["stride"] == (1, 2, 2) and geometry["padding"] == (0, 2, 2)
     assert facts["sizes"][0][8:] == [1, 1, 1, 5, 5]
     assert facts["forward_body"].endswith("self.conv2d.bias, 0)")
+
+
+def warp_lanes(ttgir: str, shape: str) -> list[int]:
+    """threadsPerWarp of the layout of the first global-to-shared copy of a `shape` tile."""
+    copy = re.search(
+        rf"async_copy_global_to_local .* : tensor<{shape}x!tt.ptr<f32>, #(\w+)>", ttgir
+    )
+    layout = re.search(rf"#{copy.group(1)} = .*threadsPerWarp = \[(\d+), (\d+)\]", ttgir)
+    return [int(n) for n in layout.groups()]
+
+
+@pytest.mark.parametrize("name, kernel", [("conv.tap_gemm", "conv_tap_gemm_kernel"),
+                                          ("conv.implicit_gemm", "conv_gemm_kernel")])  # fmt: skip
+def test_input_tiles_and_stores_run_along_positions_on_the_h200(name, kernel, tmp_path):
+    """Compiled for sm_90: a warp's threads load a GEMM's input tile along output positions
+    (neighbours in memory), not along channels, which lie D*H*W apart (4 MB for a 1024 x 1024
+    image: a cache line a thread, at 4% of the memory floor on the H200); the output is stored
+    along positions too."""
+    wide = problem("grouped_conv_wide_relu.py")
+    params = {"precision": "tf32", "GEMM_BLOCK_P": 128, "GEMM_BLOCK_CO": 64, "BLOCK_K": 32}
+    path = tmp_path / "candidate.py"
+    path.write_text(strategy(FAMILY, name).render(FAMILY.match(wide), params))
+    ints = "C D H W CO OD OH OW CIN_G COUT_G G W_CO W_CI".split()
+    signature = {**dict.fromkeys(("x_ptr", "w_ptr", "bias_ptr", "out_ptr"), "*fp32"),
+                 **dict.fromkeys(ints, "i32")}  # fmt: skip
+    constants = {"KD": 1, "KH": 3, "KW": 3, "STRIDE_D": 1, "STRIDE_H": 1, "STRIDE_W": 1,
+                 "PAD_D": 0, "PAD_H": 1, "PAD_W": 1, "DIL_D": 1, "DIL_H": 1, "DIL_W": 1,
+                 "TRANSPOSED": False, "HAS_BIAS": False, "EPILOGUE": False, "ROUND_TF32": True,
+                 "BLOCK_P": 128, "BLOCK_CO": 64, "BLOCK_K": 32}  # fmt: skip
+    signature.update(dict.fromkeys(constants, "constexpr"))
+    ttgir = compiled_for_sm90(path, kernel, signature, constants, num_warps=4)["ttgir"]
+    assert warp_lanes(ttgir, "32x128") == [1, 32]  # [channels x positions], lanes on positions
+    store = re.search(r"tt.store .* : tensor<(\d+)x(\d+)x!tt.ptr<f32>", ttgir)
+    assert store.groups() == ("64", "128")  # [output channels x positions]

@@ -153,8 +153,7 @@ class OfflineGenerator:
         return None
 
 
-def within_policy(strategy: Strategy, match: Match, policy: str, tf32_reference: bool
-                  ) -> Strategy:
+def within_policy(strategy: Strategy, match: Match, policy: str, tf32_reference: bool) -> Strategy:
     """The strategy with its `precision` parameter narrowed to what `policy` allows (and under
     strict, what PyTorch's own precision for `match` allows where `tf32_reference`)."""
     allowed = POLICY_INPUT_PRECISIONS[policy]

@@ -192,6 +192,10 @@ def test_commands_reach_a_running_engine(tmp_path):
         time.sleep(0.1)
     pause = send_command(paths, "pause")
     wait_for_event(paths, pause["id"])
+    # The event is committed before the snapshot of its step is published: wait for that.
+    deadline = time.time() + 30
+    while json.loads(paths.snapshot.read_text())["state"] != "paused" and time.time() < deadline:
+        time.sleep(0.05)
     step = json.loads(paths.snapshot.read_text())["step"]
     time.sleep(1.0)
     assert json.loads(paths.snapshot.read_text())["step"] == step, "paused engine kept stepping"

@@ -54,6 +54,7 @@ class OfflineGenerator:
             for s in family.strategies
             if s.applies_to(match)
         ]
+        self.coarse = coarse_moves(self.applicable, problem.precision_policy)
 
     def preflight(self) -> None:
         if not self.matches:
@@ -66,7 +67,7 @@ class OfflineGenerator:
     def propose(self, request: GenerationRequest) -> GenerationOutcome:
         outcome = GenerationOutcome()
         seen = set(request.known_sha256)
-        wanted = request.count or len(self.coarse_moves())
+        wanted = request.count or len(self.coarse)
         for strategy, match, params, note in self.moves(request):
             if len(outcome.proposals) >= wanted:
                 break
@@ -86,7 +87,7 @@ class OfflineGenerator:
     def moves(self, request: GenerationRequest):
         """Candidate moves in order of preference: (strategy, match, params, note)."""
         if request.kind == "coarse" or request.parent is None:
-            yield from self.coarse_moves()
+            yield from self.coarse
             return
         parent = request.parent
         tags = set((parent.diagnosis or {}).get("tags", []))
@@ -134,23 +135,23 @@ class OfflineGenerator:
                 )
                 yield strategy, match, params, f"neighbour of {parent.id}: {changed}"
 
-    def coarse_moves(self) -> list:
-        """Every applicable strategy at its defaults; under strict, one whose default is TF32
-        (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass."""
-        strict = self.problem.precision_policy == "strict"
-        moves = []
-        for strategy, match in self.applicable:
-            moves.append((strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"))
-            if strict and strategy.defaults().get("precision") == "tf32":
-                sure = {**strategy.defaults(), "precision": "tf32x3"}
-                moves.append((strategy, match, sure, f"{strategy.name} in tf32x3"))
-        return moves
-
     def find(self, origin: str) -> tuple[Strategy, Match] | None:
         for strategy, match in self.applicable:
             if strategy.name == origin:
                 return strategy, match
         return None
+
+
+def coarse_moves(applicable: list, policy: str) -> list:
+    """The coarse round: every applicable strategy at its defaults; under strict, one whose
+    default is TF32 (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass."""
+    moves = []
+    for strategy, match in applicable:
+        moves.append((strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"))
+        if policy == "strict" and strategy.defaults().get("precision") == "tf32":
+            sure = {**strategy.defaults(), "precision": "tf32x3"}
+            moves.append((strategy, match, sure, f"{strategy.name} in tf32x3"))
+    return moves
 
 
 def within_policy(strategy: Strategy, match: Match, policy: str, tf32_reference: bool) -> Strategy:

@@ -34,9 +34,7 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 class CudaShareError(RuntimeError):
-    def __init__(self, message: str, status: int = 0):
-        super().__init__(message)
-        self.out_of_memory = status == CUDA_ERROR_OUT_OF_MEMORY
+    pass
 
 
 _driver = None
@@ -54,7 +52,7 @@ def _call(name: str, *args) -> None:
 def driver_error(name: str, status: int) -> CudaShareError:
     """The error of driver call `name` that returned `status`, out of memory named as such."""
     named = " (out of memory)" if status == CUDA_ERROR_OUT_OF_MEMORY else ""
-    return CudaShareError(f"{name} failed with CUDA error {status}{named}", status)
+    return CudaShareError(f"{name} failed with CUDA error {status}{named}")
 
 
 def _prop(device: int) -> _AllocationProp:

@@ -9,14 +9,10 @@ from __future__ import annotations
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 
-class GridTooLarge(ValueError):
-    pass
-
-
 def check_grid(grid: tuple[int, int, int]) -> None:
     for axis, (programs, limit) in enumerate(zip(grid, GRID_LIMITS, strict=True)):
         if programs > limit:
-            raise GridTooLarge(
+            raise ValueError(
                 f"the launch grid {tuple(grid)} has {programs} programs along axis {axis}, and a "
                 f"GPU launches at most {limit} there: fold that axis into axis 0 (axis 0 takes "
                 f"up to {GRID_LIMITS[0]})"

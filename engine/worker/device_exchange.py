@@ -18,6 +18,7 @@ import torch
 
 from engine.runner.cuda_share import CudaShareError, Shared
 from engine.runner.exchange import DTYPES, dtype_name, encode_values
+from engine.worker.failures import judge_ran_out_of_memory
 
 # Tensors smaller than this cross as files (a file costs less than an allocation there).
 SHARE_MIN_BYTES = 1 << 20
@@ -30,7 +31,7 @@ def allocate(nbytes: int) -> Shared:
     try:
         return Shared.allocate(nbytes)
     except CudaShareError as exc:
-        if not exc.out_of_memory:
+        if not judge_ran_out_of_memory(exc):
             raise
         torch.cuda.empty_cache()
         return Shared.allocate(nbytes)

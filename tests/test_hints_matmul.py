@@ -137,9 +137,8 @@ def test_tf32x3_runs_three_tf32_products_on_operands_from_shared_memory_on_the_h
     straight to shared memory. Triton's own tf32x3 rounds the tiles in registers each step
     (inline cvt.rna), writes them back to shared memory and starts a fresh accumulator."""
     path, _ = tf32x3_candidate(tmp_path)
-    strides = [
-        f"stride_{t}{axis}" for t, axes in zip("abc", ("bmk", "bkn", "bmn")) for axis in axes
-    ]
+    axes = {"a": "bmk", "b": "bkn", "c": "bmn"}
+    strides = [f"stride_{t}{axis}" for t in "abc" for axis in axes[t]]
     ints = ["M", "N", "K", *strides]
     signature = {**dict.fromkeys(("a_ptr", "b_ptr", "a_lo_ptr", "b_lo_ptr", "bias_ptr", "c_ptr"),
                                  "*fp32"), **dict.fromkeys(ints, "i32")}  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from hints import tf32_split
 from hints.base import H200_SMS, Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
@@ -170,11 +171,14 @@ def few_output_tiles(match: Match) -> bool:
     )
 
 
-HEADER = '''import torch
+HEADER = (
+    """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-
+"""
+    + tf32_split.CODE
+    + '''
 
 @triton.jit
 def tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -214,28 +218,12 @@ def tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, k_start, k_end, pid_
         if SPLIT_TF32:
             a_lo = tl.load(a_lo_ptr + a_offs, mask=in_k[None, :], other=0.0)
             b_lo = tl.load(b_lo_ptr + b_offs, mask=in_k[:, None], other=0.0)
-            acc = tl.dot(a_lo, b, acc, input_precision="tf32")
-            acc = tl.dot(a, b_lo, acc, input_precision="tf32")
-            acc = tl.dot(a, b, acc, input_precision="tf32")
+            acc = dot_tf32x3(a, a_lo, b, b_lo, acc)
         else:
             acc = tl.dot(a, b, acc, input_precision="$precision")
         a_offs += BLOCK_K * stride_ak
         b_offs += BLOCK_K * stride_bk
     return acc
-
-
-@triton.jit
-def split_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
-    # hi: x rounded to nearest even at TF32's 10 mantissa bits; lo = x - hi, exact in fp32 and at
-    # most half a TF32 step, so that TF32 keeps 10 more of x's bits. inf stays in hi, with lo 0.
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    bits = x.to(tl.uint32, bitcast=True)
-    rounded = ((bits + ((bits >> 13) & 1) + 0xFFF) & 0xFFFFE000).to(tl.float32, bitcast=True)
-    hi = tl.where(tl.abs(x) < float("inf"), rounded, x)
-    tl.store(hi_ptr + offs, hi, mask=mask)
-    tl.store(lo_ptr + offs, tl.where(hi == x, 0.0, x - hi), mask=mask)
 
 
 @triton.jit
@@ -260,15 +248,6 @@ def finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stri
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
-def split_tf32(t):
-    """(hi, lo), hi + lo == t, with t's layout: the operands of three TF32 products (tf32x3)."""
-    transposed = not t.is_contiguous() and t.mT.is_contiguous()
-    base = (t.mT if transposed else t).contiguous()
-    hi, lo = torch.empty_like(base), torch.empty_like(base)
-    split_kernel[(triton.cdiv(base.numel(), 1024),)](base, hi, lo, base.numel(), BLOCK=1024)
-    return (hi.mT, lo.mT) if transposed else (hi, lo)
-
-
 def split_operands(a, b):
     """(a, b, a_lo, b_lo, SPLIT_TF32): tf32x3 on fp32 operands runs on them split ahead."""
     if "$precision" != "tf32x3" or a.dtype != torch.float32:
@@ -277,6 +256,7 @@ def split_operands(a, b):
     return a, b, a_lo, b_lo, True
 
 '''
+)
 
 OPERANDS = '''
 

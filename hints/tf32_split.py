@@ -4,17 +4,20 @@ a_lo @ b_lo is 2**-22 of the product). Triton's own tf32x3 splits every tile in 
 step and writes the parts back to shared memory; split ahead in one memory-bound pass, the parts
 go from global memory straight to the tensor cores.
 
-CODE goes into candidate templates: the round, the in-kernel product, the split kernel and its
-host launcher."""
+ROUND and CODE go into candidate templates: ROUND the rounding alone, CODE also the in-kernel
+product, the split kernel and its host launcher."""
 
-CODE = '''
+ROUND = '''
 @triton.jit
 def round_to_tf32(x):
-    """x rounded to nearest even at TF32's 10 mantissa bits; inf and nan as they are."""
-    bits = x.to(tl.uint32, bitcast=True)
-    rounded = ((bits + ((bits >> 13) & 1) + 0xFFF) & 0xFFFFE000).to(tl.float32, bitcast=True)
-    return tl.where(tl.abs(x) < float("inf"), rounded, x)
+    """x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero), as cuDNN rounds."""
+    bits = x.to(tl.int32, bitcast=True)  # the sign apart, the magnitude's bits in order
+    return ((bits + 0x1000) & -0x2000).to(tl.float32, bitcast=True)  # half an ulp up, 13 bits off
+'''
 
+CODE = (
+    ROUND
+    + '''
 
 @triton.jit
 def dot_tf32x3(a, a_lo, b, b_lo, acc):
@@ -30,7 +33,7 @@ def split_kernel(x_ptr, hi_ptr, lo_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    hi = round_to_tf32(x)
+    hi = tl.where(tl.abs(x) < float("inf"), round_to_tf32(x), x)  # inf and nan as they are
     tl.store(hi_ptr + offs, hi, mask=mask)
     tl.store(lo_ptr + offs, tl.where(hi == x, 0.0, x - hi), mask=mask)  # inf: lo 0, not nan
 
@@ -43,3 +46,4 @@ def split_tf32(t):
     split_kernel[(triton.cdiv(base.numel(), 1024),)](base, hi, lo, base.numel(), BLOCK=1024)
     return (hi.mT, lo.mT) if transposed else (hi, lo)
 '''
+)

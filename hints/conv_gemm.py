@@ -1,19 +1,21 @@
 """The conv family's implicit-GEMM templates (tl.dot on tensor cores): the flattened GEMM over
 (input channel, tap), and the tap-by-tap GEMM with phases for strided transposed convolutions."""
 
-from hints import tf32_split
 from hints.conv_templates import HEADER, MODEL
 
 GEMM_HEADER = (
     HEADER
-    + """
+    + '''
 # A tensor core reading fp32 as TF32 drops the low 13 mantissa bits (truncates): its error is
 # biased and about twice cuDNN's, which rounds. Operands are rounded to nearest first.
 ROUND_TO_TF32 = "$precision" == "tf32"
 
-"""
-    + tf32_split.ROUND
-    + '''
+
+@triton.jit
+def round_to_tf32(x):
+    """x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero)."""
+    bits = x.to(tl.int32, bitcast=True)  # the sign apart, the magnitude's bits in order
+    return ((bits + 0x1000) & -0x2000).to(tl.float32, bitcast=True)  # half an ulp up, 13 bits off
 
 
 @triton.jit

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-from hints import tf32_split
 from hints.base import H200_SMS, Family, Match, Param, Strategy
 from hints.binding import bind
 from hints.elementwise import epilogue_expression, is_tensor
@@ -171,14 +170,11 @@ def few_output_tiles(match: Match) -> bool:
     )
 
 
-HEADER = (
-    """import torch
+HEADER = '''import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-"""
-    + tf32_split.CODE
-    + '''
+
 
 @triton.jit
 def tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -195,34 +191,26 @@ def tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 
 @triton.jit
-def tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
+def tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
                  stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 SPLIT_TF32: tl.constexpr):
-    """fp32 accumulator of A[rows, k_start:k_end] @ B[k_start:k_end, cols]. SPLIT_TF32: A and B hold
-    their TF32 roundings and a_lo, b_lo the remainders (split_tf32), for three TF32 products into
-    one accumulator."""
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fp32 accumulator of A[rows, k_start:k_end] @ B[k_start:k_end, cols]."""
     # Rows and columns past the edge wrap around: loads stay legal, stores are masked.
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = k_start + tl.arange(0, BLOCK_K)
-    a_offs = (batch.to(tl.int64) * stride_ab + rows.to(tl.int64)[:, None] * stride_am
+    a_ptrs = (a_ptr + batch.to(tl.int64) * stride_ab + rows.to(tl.int64)[:, None] * stride_am
               + offs_k[None, :].to(tl.int64) * stride_ak)
-    b_offs = (batch.to(tl.int64) * stride_bb + offs_k[:, None].to(tl.int64) * stride_bk
+    b_ptrs = (b_ptr + batch.to(tl.int64) * stride_bb + offs_k[:, None].to(tl.int64) * stride_bk
               + cols.to(tl.int64)[None, :] * stride_bn)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(k_start, k_end, BLOCK_K):
         in_k = offs_k < k_end - (k - k_start)
-        a = tl.load(a_ptr + a_offs, mask=in_k[None, :], other=0.0)
-        b = tl.load(b_ptr + b_offs, mask=in_k[:, None], other=0.0)
-        if SPLIT_TF32:
-            a_lo = tl.load(a_lo_ptr + a_offs, mask=in_k[None, :], other=0.0)
-            b_lo = tl.load(b_lo_ptr + b_offs, mask=in_k[:, None], other=0.0)
-            acc = dot_tf32x3(a, a_lo, b, b_lo, acc)
-        else:
-            acc = tl.dot(a, b, acc, input_precision="$precision")
-        a_offs += BLOCK_K * stride_ak
-        b_offs += BLOCK_K * stride_bk
+        a = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="$precision")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
     return acc
 
 
@@ -247,29 +235,19 @@ def finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stri
               + cols[None, :] * stride_cn)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
 
-
-def split_operands(a, b):
-    """(a, b, a_lo, b_lo, SPLIT_TF32): tf32x3 on fp32 operands runs on them split ahead."""
-    if "$precision" != "tf32x3" or a.dtype != torch.float32:
-        return a, b, a, b, False
-    (a, a_lo), (b, b_lo) = split_tf32(a), split_tf32(b)
-    return a, b, a_lo, b_lo, True
-
 '''
-)
 
 OPERANDS = '''
 
 def operands(a, b):
-    """Views as [batch, M, K] and [batch, K, N] (a shared operand gets batch stride 0) of a, b
-    and their remainders (split_operands), whether they were split, and the output."""
-    a, b, a_lo, b_lo, tf32_split = split_operands(a, b)
+    """Views as [batch, M, K] and [batch, K, N] (a shared operand gets batch stride 0)."""
     batched = a.dim() == 3 or b.dim() == 3
-    views = [t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, a_lo, b_lo)]
-    batch = max(views[0].shape[0], views[1].shape[0])
-    a3, b3, a3_lo, b3_lo = (v.expand(batch, -1, -1) for v in views)
+    a3 = a if a.dim() == 3 else a.unsqueeze(0)
+    b3 = b if b.dim() == 3 else b.unsqueeze(0)
+    batch = max(a3.shape[0], b3.shape[0])
+    a3, b3 = a3.expand(batch, -1, -1), b3.expand(batch, -1, -1)
     out = torch.empty((batch, a3.shape[1], b3.shape[2]), device=a.device, dtype=a.dtype)
-    return a3, b3, a3_lo, b3_lo, tf32_split, out, batched
+    return a3, b3, out, batched
 
 
 def strides(*tensors):
@@ -289,33 +267,31 @@ TILED_TEMPLATE = (
     HEADER
     + """
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, c_ptr, M, N, K,
+def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
                   stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                   stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, SPLIT_TF32: tl.constexpr$epilogue_params):
+                  GROUP_M: tl.constexpr$epilogue_params):
     pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     batch = tl.program_id(1)
-    acc = tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
+    acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
                        stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                       BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_TF32)
+                       BLOCK_M, BLOCK_N, BLOCK_K)
     finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
                 HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
 """
     + OPERANDS
     + """
 def product(a, b, bias, *epilogue_operands):
-    a3, b3, a3_lo, b3_lo, tf32_split, out, batched = operands(a, b)
+    a3, b3, out, batched = operands(a, b)
     epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
     grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), batch)
     matmul_kernel[grid](
-        a3, b3, a3_lo, b3_lo, bias if bias is not None else out, out, M, N, K,
-        *strides(a3, b3, out),
+        a3, b3, bias if bias is not None else out, out, M, N, K, *strides(a3, b3, out),
         HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
-        GROUP_M=$GROUP_M, SPLIT_TF32=tf32_split, num_warps=$num_warps, num_stages=$num_stages,
-        **epilogue_ptrs,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages, **epilogue_ptrs,
     )
     return out if batched else out[0]
 """
@@ -326,19 +302,19 @@ SPLIT_K_TEMPLATE = (
     HEADER
     + '''
 @triton.jit
-def partial_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, part_ptr, M, N, K, k_per_split,
+def partial_kernel(a_ptr, b_ptr, part_ptr, M, N, K, k_per_split,
                    stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, SPLIT_TF32: tl.constexpr):
+                   GROUP_M: tl.constexpr):
     """Program (tile, split, batch) writes its fp32 partial sum to part[split, batch]."""
     pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     split = tl.program_id(1)
     batch = tl.program_id(2)
     k_start = split * k_per_split
     k_end = min(k_start + k_per_split, K)
-    acc = tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, k_start, k_end, pid_m, pid_n,
-                       batch, stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                       BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_TF32)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
+                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
+                       BLOCK_M, BLOCK_N, BLOCK_K)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     slab = (split * tl.num_programs(2) + batch).to(tl.int64) * M * N
@@ -368,7 +344,7 @@ def reduce_kernel(part_ptr, bias_ptr, c_ptr, M, N, BATCH, stride_cb, stride_cm, 
     + OPERANDS
     + """
 def product(a, b, bias, *epilogue_operands):
-    a3, b3, a3_lo, b3_lo, tf32_split, out, batched = operands(a, b)
+    a3, b3, out, batched = operands(a, b)
     epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
@@ -376,9 +352,9 @@ def product(a, b, bias, *epilogue_operands):
     parts = torch.empty(($SPLIT_K, batch, M, N), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), $SPLIT_K, batch)
     partial_kernel[grid](
-        a3, b3, a3_lo, b3_lo, parts, M, N, K, k_per_split, *strides(a3, b3),
+        a3, b3, parts, M, N, K, k_per_split, *strides(a3, b3),
         BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K, GROUP_M=$GROUP_M,
-        SPLIT_TF32=tf32_split, num_warps=$num_warps, num_stages=$num_stages,
+        num_warps=$num_warps, num_stages=$num_stages,
     )
     grid = (triton.cdiv(M, 32), triton.cdiv(N, 64), batch)
     reduce_kernel[grid](
@@ -395,37 +371,35 @@ PERSISTENT_TEMPLATE = (
     HEADER
     + '''
 @triton.jit
-def persistent_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, c_ptr, M, N, K, BATCH,
+def persistent_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, BATCH,
                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
                       stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, SPLIT_TF32: tl.constexpr$epilogue_params):
+                      GROUP_M: tl.constexpr$epilogue_params):
     """One program per SM walks the tiles (all batches) with a stride of the grid size."""
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for tile in range(tl.program_id(0), tiles * BATCH, tl.num_programs(0)):
         batch = tile // tiles
         pid_m, pid_n = tile_coordinates(tile % tiles, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
+        acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
                            stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                           BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_TF32)
+                           BLOCK_M, BLOCK_N, BLOCK_K)
         finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm,
                     stride_cn, HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
 '''
     + OPERANDS
     + """
 def product(a, b, bias, *epilogue_operands):
-    a3, b3, a3_lo, b3_lo, tf32_split, out, batched = operands(a, b)
+    a3, b3, out, batched = operands(a, b)
     epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
     batch, M, K = a3.shape
     N = b3.shape[2]
     tiles = triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N) * batch
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
     persistent_kernel[(min(tiles, sms * $programs_per_sm),)](
-        a3, b3, a3_lo, b3_lo, bias if bias is not None else out, out, M, N, K, batch,
-        *strides(a3, b3, out),
+        a3, b3, bias if bias is not None else out, out, M, N, K, batch, *strides(a3, b3, out),
         HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
-        GROUP_M=$GROUP_M, SPLIT_TF32=tf32_split, num_warps=$num_warps, num_stages=$num_stages,
-        **epilogue_ptrs,
+        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages, **epilogue_ptrs,
     )
     return out if batched else out[0]
 """

@@ -84,15 +84,17 @@ def match(problem) -> Match | None:
     binding = bind(problem)
     if binding is None:
         return None
-    transposed = facts["transposed"]
+    b, transposed = facts["b"], facts["transposed"]
     return Match(
         "product_softmax",
         {
             **facts,
             "widths": widths,
             # B as [K, N] strides: a linear's weight is [N, K], read transposed.
-            "b_strides": "b.stride(1), b.stride(0)" if transposed else "b.stride(0), b.stride(1)",
-            "n_expr": "b.shape[0]" if transposed else "b.shape[1]",
+            "b_strides": f"{b}.stride(1), {b}.stride(0)"
+            if transposed
+            else f"{b}.stride(0), {b}.stride(1)",
+            "n_expr": f"{b}.shape[0]" if transposed else f"{b}.shape[1]",
             "normalize": "tl.exp(h - mx[:, None]) / total[:, None]"
             if facts["op"] == "softmax"
             else "h - mx[:, None] - tl.log(total)[:, None]",
@@ -132,7 +134,6 @@ $init_source
         a = $a
         b = $b
         bias = $bias
-        a, b, a_lo, b_lo, tf32_split = split_operands(a, b)
         M, K = a.shape
         N = $n_expr
         out = torch.empty((M, N), device=a.device, dtype=a.dtype)
@@ -147,16 +148,16 @@ STATS_TEMPLATE = (
     + """
 
 @triton.jit
-def product_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, h_ptr, max_ptr, sum_ptr, M, N, K,
-                   TILES, stride_am, stride_ak, stride_bk, stride_bn, HAS_BIAS: tl.constexpr,
+def product_kernel(a_ptr, b_ptr, bias_ptr, h_ptr, max_ptr, sum_ptr, M, N, K, TILES,
+                   stride_am, stride_ak, stride_bk, stride_bn, HAS_BIAS: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, SPLIT_TF32: tl.constexpr):
+                   GROUP_M: tl.constexpr):
     # One output tile: the product, bias and map fused; the tile is stored with its per-row
     # max and sum of exp(h - max), the partial statistics of the row op.
     pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    acc = tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, 0, K, pid_m, pid_n,
-                       tl.program_id(1), 0, stride_am, stride_ak, 0, stride_bk, stride_bn,
-                       BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_TF32)
+    acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, tl.program_id(1),
+                       0, stride_am, stride_ak, 0, stride_bk, stride_bn,
+                       BLOCK_M, BLOCK_N, BLOCK_K)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     y = bias_and_map(acc, bias_ptr, cols, N, HAS_BIAS)
@@ -196,10 +197,9 @@ def normalize_kernel(h_ptr, max_ptr, sum_ptr, out_ptr, M, N, TILES, TILES_P2: tl
         stats = torch.empty((2, M, tiles), device=a.device, dtype=torch.float32)
         grid = (triton.cdiv(M, $BLOCK_M) * tiles, 1)
         product_kernel[grid](
-            a, b, a_lo, b_lo, bias if bias is not None else h, h, stats[0], stats[1], M, N, K,
-            tiles, a.stride(0), a.stride(1), $b_strides, HAS_BIAS=bias is not None,
+            a, b, bias if bias is not None else h, h, stats[0], stats[1], M, N, K, tiles,
+            a.stride(0), a.stride(1), $b_strides, HAS_BIAS=bias is not None,
             BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K, GROUP_M=$GROUP_M,
-            SPLIT_TF32=tf32_split,
             num_warps=$num_warps, num_stages=$num_stages,
         )
         block = min($NORM_BLOCK, triton.next_power_of_2(N))
@@ -218,10 +218,9 @@ RESIDENT_TEMPLATE = (
     + """
 
 @triton.jit
-def resident_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, h_ptr, out_ptr, M, N, K,
+def resident_kernel(a_ptr, b_ptr, bias_ptr, h_ptr, out_ptr, M, N, K,
                     stride_am, stride_ak, stride_bk, stride_bn, HAS_BIAS: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    SPLIT_TF32: tl.constexpr):
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # One program owns BLOCK_M whole rows: their tiles left to right with an online max and
     # sum, then the tiles again (just written, still in cache) through the row op.
     pid_m = tl.program_id(0)
@@ -230,9 +229,9 @@ def resident_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, h_ptr, out_ptr, 
     m = tl.full([BLOCK_M], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_M], tl.float32)
     for pid_n in range(0, tl.cdiv(N, BLOCK_N)):
-        acc = tile_product(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, M, N, K, 0, K, pid_m, pid_n,
-                           tl.program_id(1), 0, stride_am, stride_ak, 0, stride_bk, stride_bn,
-                           BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_TF32)
+        acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, tl.program_id(1),
+                           0, stride_am, stride_ak, 0, stride_bk, stride_bn,
+                           BLOCK_M, BLOCK_N, BLOCK_K)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         y = bias_and_map(acc, bias_ptr, cols, N, HAS_BIAS)
         tl.store(h_ptr + tl.cast(rows, tl.int64)[:, None] * N + cols[None, :], y,
@@ -251,9 +250,9 @@ def resident_kernel(a_ptr, b_ptr, a_lo_ptr, b_lo_ptr, bias_ptr, h_ptr, out_ptr, 
 """
     + FORWARD
     + """        resident_kernel[(triton.cdiv(M, $BLOCK_M), 1)](
-            a, b, a_lo, b_lo, bias if bias is not None else h, h, out, M, N, K,
+            a, b, bias if bias is not None else h, h, out, M, N, K,
             a.stride(0), a.stride(1), $b_strides, HAS_BIAS=bias is not None,
-            BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K, SPLIT_TF32=tf32_split,
+            BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
             num_warps=$num_warps, num_stages=$num_stages,
         )
         return out

@@ -61,16 +61,16 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
         k_ok = offs_k < k_total
         ci = offs_k // (KD * KH * KW)
         tap = offs_k % (KD * KH * KW)
-        # Loaded as [reduction x positions] (see tap_product), then transposed.
-        idd, d_ok = tap_input(od[None, :], (tap // (KH * KW))[:, None], D, STRIDE_D, PAD_D,
+        # [positions x reduction]: K-major, as the tensor cores read it (see tap_product).
+        idd, d_ok = tap_input(od[:, None], (tap // (KH * KW))[None, :], D, STRIDE_D, PAD_D,
                               DIL_D, TRANSPOSED)
-        ih, h_ok = tap_input(oh[None, :], ((tap // KW) % KH)[:, None], H, STRIDE_H, PAD_H,
+        ih, h_ok = tap_input(oh[:, None], ((tap // KW) % KH)[None, :], H, STRIDE_H, PAD_H,
                              DIL_H, TRANSPOSED)
-        iw, w_ok = tap_input(ow[None, :], (tap % KW)[:, None], W, STRIDE_W, PAD_W, DIL_W,
+        iw, w_ok = tap_input(ow[:, None], (tap % KW)[None, :], W, STRIDE_W, PAD_W, DIL_W,
                              TRANSPOSED)
-        ok = k_ok[:, None] & p_ok[None, :] & d_ok & h_ok & w_ok
-        a = tl.trans(tl.load(x_group + ci[:, None] * (D * H * W) + (idd * H + ih) * W + iw,
-                             mask=ok, other=0.0))
+        ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
+        a = tl.load(x_group + ci[None, :] * (D * H * W) + (idd * H + ih) * W + iw, mask=ok,
+                    other=0.0)
         b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
                     mask=k_ok[:, None] & co_ok[None, :], other=0.0)
         if ROUND_TF32:
@@ -82,17 +82,19 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
 )
 
 
-def gemm_launch(kernel: str, reduction: str, blocks: str) -> str:
+def gemm_launch(kernel: str, reduction: str, blocks: str, operands: str = "") -> str:
     """launch(): `kernel` over (sample, group, `blocks` of output positions) x blocks of output
     channels where the GEMM's `reduction` and the group's output channels reach tl.dot's 16,
-    else the direct kernel."""
+    else the direct kernel; `operands`, a function of the template, lays x and w out for the
+    kernel first."""
+    prepare = f"\n    x, w, args = {operands}(x, w, args)" if operands else ""
     return f"""
 
 def launch(x, w, bias, out, N, args, **flags):
     cout_g = args["COUT_G"]
     if min({reduction}, cout_g) < $MIN_DOT_CHANNELS:
         launch_direct(x, w, bias, out, N, args, **flags)
-        return
+        return{prepare}
     block_co = max(16, min(triton.next_power_of_2(cout_g), $GEMM_BLOCK_CO))
     grid = (N * args["G"] * {blocks}, triton.cdiv(cout_g, block_co))
     {kernel}[grid](x, w, bias, out, **args, **flags, ROUND_TF32=ROUND_TO_TF32,
@@ -133,18 +135,24 @@ def phase_tile(OD, OH, OW, G, SD: tl.constexpr, SH: tl.constexpr, SW: tl.constex
 
 
 @triton.jit
-def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, CIN_G, DHW, W_CO, W_CI,
-                ROUND_TF32: tl.constexpr, BLOCK_K: tl.constexpr):
+def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, C, CIN_G, DHW, W_CO, W_CI,
+                W_TAP, CHANNELS_LAST: tl.constexpr, ROUND_TF32: tl.constexpr,
+                BLOCK_K: tl.constexpr):
     """acc plus the product of input channels [c0, c0 + BLOCK_K) at positions `at` (where
     `at_ok`) with their weights through `tap`."""
     ci = c0 + tl.arange(0, BLOCK_K)
     ci_ok = ci < CIN_G
-    # Loaded as [channels x positions], then transposed: Triton cannot see that a tap's
-    # positions are contiguous, and puts a warp's threads along the last dim; along channels
-    # (DHW apart) each thread's load would be a cache line of its own.
-    a = tl.trans(tl.load(x_group + ci[:, None] * DHW + at[None, :],
-                         mask=ci_ok[:, None] & at_ok[None, :], other=0.0))
-    b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
+    # [positions x channels]: K-major, as Hopper's TF32 products read their operands. On the
+    # H200, loading [channels x positions] along positions and transposing (b50a93d) ran 2 to 5
+    # times slower than channels-last at the same tiles. Channels-last, the channels are
+    # contiguous too: coalesced.
+    if CHANNELS_LAST:
+        a = tl.load(x_group + at.to(tl.int64)[:, None] * C + ci[None, :],
+                    mask=at_ok[:, None] & ci_ok[None, :], other=0.0)
+    else:
+        a = tl.load(x_group + ci[None, :] * DHW + at[:, None],
+                    mask=at_ok[:, None] & ci_ok[None, :], other=0.0)
+    b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap * W_TAP)[:, None],
                 mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
     if ROUND_TF32:
         a, b = round_to_tf32(a), round_to_tf32(b)
@@ -153,13 +161,13 @@ def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, CIN_G, DHW
 
 @triton.jit
 def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW, CIN_G,
-                         COUT_G, G, W_CO, W_CI, KD: tl.constexpr, KH: tl.constexpr,
+                         COUT_G, G, W_CO, W_CI, W_TAP, KD: tl.constexpr, KH: tl.constexpr,
                          KW: tl.constexpr, STRIDE_D: tl.constexpr, STRIDE_H: tl.constexpr,
                          STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
                          PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                          DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
-                         EPILOGUE: tl.constexpr, ROUND_TF32: tl.constexpr,
-                         BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
+                         EPILOGUE: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+                         ROUND_TF32: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
                          BLOCK_K: tl.constexpr$epilogue_params):
     """Per (sample, group), tap by tap: out[p, co] += x[ci, input of p through the tap] *
     w[co, ci, tap]. A tap's input positions and masks are vectors over the tile's positions,
@@ -173,7 +181,10 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
     n, g, offs_p, p_ok, od, oh, ow, pd, ph, pw = phase_tile(OD, OH, OW, G, SD, SH, SW, BLOCK_P)
     co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
     co_ok = co < COUT_G
-    x_group = x_ptr + (n * C + g * CIN_G).to(tl.int64) * D * H * W
+    if CHANNELS_LAST:  # [N, D, H, W, C]
+        x_group = x_ptr + n.to(tl.int64) * D * H * W * C + g * CIN_G
+    else:
+        x_group = x_ptr + (n * C + g * CIN_G).to(tl.int64) * D * H * W
     w_group = w_ptr + g * (CIN_G * COUT_G * KD * KH * KW)
     acc = tl.zeros((BLOCK_P, BLOCK_CO), dtype=tl.float32)
     if SD * SH * SW == 1:
@@ -186,7 +197,8 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
             iw, w_ok = tap_input(ow, kw, W, STRIDE_W, PAD_W, DIL_W, TRANSPOSED)
             acc = tap_product(acc, x_group, w_group, (idd * H + ih) * W + iw,
                               p_ok & d_ok & h_ok & w_ok, (step % blocks) * BLOCK_K, tap, co,
-                              co_ok, CIN_G, D * H * W, W_CO, W_CI, ROUND_TF32, BLOCK_K)
+                              co_ok, C, CIN_G, D * H * W, W_CO, W_CI, W_TAP, CHANNELS_LAST,
+                              ROUND_TF32, BLOCK_K)
     else:
         for kd in range(KD):
             idd, d_ok = tap_input(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
@@ -202,7 +214,8 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
                         for c0 in range(0, CIN_G, BLOCK_K):
                             acc = tap_product(acc, x_group, w_group, (idd * H + ih) * W + iw,
                                               p_ok & d_ok & h_ok & w_ok, c0, tap, co, co_ok,
-                                              CIN_G, D * H * W, W_CO, W_CI, ROUND_TF32, BLOCK_K)
+                                              C, CIN_G, D * H * W, W_CO, W_CI, W_TAP,
+                                              CHANNELS_LAST, ROUND_TF32, BLOCK_K)
     store_gemm_tile(acc, out_ptr, bias_ptr, n, g, co, co_ok, offs_p, p_ok, CO, COUT_G, OD, OH, OW,
                     HAS_BIAS, EPILOGUE$epilogue_params)
 '''
@@ -210,8 +223,30 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
         "conv_tap_gemm_kernel",
         reduction='args["CIN_G"]',
         blocks="phase_blocks(args, $GEMM_BLOCK_P)",
+        operands="tap_operands",
     )
     + '''
+
+CHANNELS_LAST = $channels_last
+
+
+def tap_operands(x, w, args):
+    """x and w as the tap kernel reads them, and its arguments: CHANNELS_LAST, copies of x as
+    [N, D, H, W, C] and w as [G, COUT_G, taps, CIN_G], the reduction's channels contiguous in
+    both (K-major, as Hopper's TF32 products read their operands: from an M-major operand a
+    TF32 GEMM ran up to 3x slower on the H200); else as given, NCDHW."""
+    if not CHANNELS_LAST:
+        return x, w, {**args, "W_TAP": 1, "CHANNELS_LAST": False}
+    G, cin_g, cout_g = args["G"], args["CIN_G"], args["COUT_G"]
+    taps = args["KD"] * args["KH"] * args["KW"]
+    if args["TRANSPOSED"]:  # [G * CIN_G, COUT_G, KD, KH, KW]
+        w = w.reshape(G, cin_g, cout_g, taps).permute(0, 2, 3, 1)
+    else:  # [G * COUT_G, CIN_G, KD, KH, KW]
+        w = w.reshape(G, cout_g, cin_g, taps).permute(0, 1, 3, 2)
+    x = x.permute(0, 2, 3, 4, 1).contiguous()
+    args = {**args, "W_CO": taps * cin_g, "W_CI": 1, "W_TAP": cin_g, "CHANNELS_LAST": True}
+    return x, w.contiguous(), args
+
 
 def phase_blocks(args, block_p):
     """Blocks of phase_tile's positions: per phase (of a transposed convolution's stride), the

@@ -79,12 +79,14 @@ def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
         "conv_transpose3d_wide_stride2.py",
     ],
 )
-def test_tap_gemm_points_on_wide_channels(spec, params, tmp_path):
+@pytest.mark.parametrize("name", ["conv.tap_gemm", "conv.tap_gemm_channels_last"])
+def test_tap_gemm_points_on_wide_channels(name, spec, params, tmp_path):
     """Tap by tap, in plain (dilated, grouped, with an epilogue) and transposed convolutions:
     in one loop where the stride is one, by phases of the stride (padding, output padding and
-    dilation in two and three dims) where it is not."""
+    dilation in two and three dims) where it is not; reading the input where it lies (NCDHW) or
+    from channels-last copies of it and of the weights."""
     wide = problem(spec)
-    source = strategy(FAMILY, "conv.tap_gemm").render(FAMILY.match(wide), params)
+    source = strategy(FAMILY, name).render(FAMILY.match(wide), params)
     assert candidate_error(wide, source, tmp_path) < STRICT
 
 
@@ -125,13 +127,20 @@ print("ok")
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("spec", ["depthwise_conv5x5_stride2.py", "grouped_conv_wide_relu.py"])
-def test_unseen_convolutions_get_correct_candidates(spec, tmp_path):
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("depthwise_conv5x5_stride2.py", {"conv.direct_tiled", "conv.depthwise_stencil"}),
+        ("grouped_conv_wide_relu.py",
+         {"conv.direct_tiled", "conv.tap_gemm", "conv.tap_gemm_channels_last"}),
+    ],
+)  # fmt: skip
+def test_unseen_convolutions_get_correct_candidates(spec, expected, tmp_path):
     unseen = problem(spec)
     match = FAMILY.match(unseen)
     assert match is not None
     applicable = [s for s in FAMILY.strategies if s.applies_to(match)]
-    assert len(applicable) == 2  # the direct tiles, and the stencil or the tap-by-tap GEMM
+    assert {s.name for s in applicable} == expected
     for s in applicable:
         assert candidate_error(unseen, s.render(match, {"precision": "tf32x3"}), tmp_path) < STRICT
 
@@ -153,26 +162,38 @@ def warp_lanes(ttgir: str, shape: str) -> list[int]:
     return [int(n) for n in layout.groups()]
 
 
-@pytest.mark.parametrize("name, kernel", [("conv.tap_gemm", "conv_tap_gemm_kernel"),
-                                          ("conv.implicit_gemm", "conv_gemm_kernel")])  # fmt: skip
-def test_input_tiles_and_stores_run_along_positions_on_the_h200(name, kernel, tmp_path):
-    """Compiled for sm_90: a warp's threads load a GEMM's input tile along output positions
-    (neighbours in memory), not along channels, which lie D*H*W apart (4 MB for a 1024 x 1024
-    image: a cache line a thread, at 4% of the memory floor on the H200); the output is stored
-    along positions too."""
+def compiled_gemm_ttgir(name: str, kernel: str, tmp_path) -> str:
+    """TTGIR (sm_90) of a conv GEMM strategy's kernel at 128 positions x 64 channels x 32, for a
+    3x3 convolution."""
     wide = problem("grouped_conv_wide_relu.py")
     params = {"precision": "tf32", "GEMM_BLOCK_P": 128, "GEMM_BLOCK_CO": 64, "BLOCK_K": 32}
     path = tmp_path / "candidate.py"
     path.write_text(strategy(FAMILY, name).render(FAMILY.match(wide), params))
     ints = "C D H W CO OD OH OW CIN_G COUT_G G W_CO W_CI".split()
-    signature = {**dict.fromkeys(("x_ptr", "w_ptr", "bias_ptr", "out_ptr"), "*fp32"),
-                 **dict.fromkeys(ints, "i32")}  # fmt: skip
     constants = {"KD": 1, "KH": 3, "KW": 3, "STRIDE_D": 1, "STRIDE_H": 1, "STRIDE_W": 1,
                  "PAD_D": 0, "PAD_H": 1, "PAD_W": 1, "DIL_D": 1, "DIL_H": 1, "DIL_W": 1,
                  "TRANSPOSED": False, "HAS_BIAS": False, "EPILOGUE": False, "ROUND_TF32": True,
                  "BLOCK_P": 128, "BLOCK_CO": 64, "BLOCK_K": 32}  # fmt: skip
-    signature.update(dict.fromkeys(constants, "constexpr"))
-    ttgir = compiled_for_sm90(path, kernel, signature, constants, num_warps=4)["ttgir"]
-    assert warp_lanes(ttgir, "32x128") == [1, 32]  # [channels x positions], lanes on positions
+    if kernel == "conv_tap_gemm_kernel":
+        ints.append("W_TAP")
+        constants["CHANNELS_LAST"] = name.endswith("channels_last")
+    signature = {**dict.fromkeys(("x_ptr", "w_ptr", "bias_ptr", "out_ptr"), "*fp32"),
+                 **dict.fromkeys(ints, "i32"), **dict.fromkeys(constants, "constexpr")}  # fmt: skip
+    return compiled_for_sm90(path, kernel, signature, constants, num_warps=4)["ttgir"]
+
+
+@pytest.mark.parametrize("name, kernel", [("conv.tap_gemm", "conv_tap_gemm_kernel"),
+                                          ("conv.tap_gemm_channels_last", "conv_tap_gemm_kernel"),
+                                          ("conv.implicit_gemm", "conv_gemm_kernel")])  # fmt: skip
+def test_input_tiles_are_k_major_and_stores_run_along_positions_on_the_h200(name, kernel, tmp_path):
+    """Compiled for sm_90: a GEMM's input tile is [positions x reduction], K-major as Hopper's
+    TF32 products read it (loaded as [channels x positions] and transposed, b50a93d, the tap
+    GEMM ran 2 to 5 times slower on the H200); the output is stored along positions, a warp's
+    threads on neighbours in memory (a channel a thread would be D*H*W apart)."""
+    ttgir = compiled_gemm_ttgir(name, kernel, tmp_path)
+    lanes = warp_lanes(ttgir, "128x32")  # [positions x reduction]
+    assert "tensor<32x128x!tt.ptr<f32>" not in ttgir  # no [reduction x positions] input tile
+    if name.endswith("channels_last"):
+        assert lanes[1] > 1  # the channels are contiguous: a warp's threads along them
     store = re.search(r"tt.store .* : tensor<(\d+)x(\d+)x!tt.ptr<f32>", ttgir)
     assert store.groups() == ("64", "128")  # [output channels x positions]

@@ -53,11 +53,6 @@ def substitutions(match: Match) -> dict:
             "MIN_DOT_CHANNELS": MIN_DOT_CHANNELS}  # fmt: skip
 
 
-def tap_substitutions(channels_last: bool):
-    """The tap GEMM's substitutions, reading its input channels-last or where it lies."""
-    return lambda match: {**substitutions(match), "channels_last": channels_last}
-
-
 TAP_GEMM_EXPLANATION = (
     "An implicit GEMM per group, tap by tap: for each (kd, kh, kw) the input positions that the "
     "tile's outputs read (and whether they exist) are computed once as vectors, then the "
@@ -84,6 +79,26 @@ GEMM_PARAMS = (
     Param("num_stages", (1, 2, 3, 4), 3),
     Param("precision", PRECISIONS, "ieee"),
 )
+
+
+def tap_gemm_strategy(
+    name: str, channels_last: bool, applies: str, addresses: tuple, layout: str
+) -> Strategy:
+    """The tap-by-tap implicit GEMM, reading its input channels-last or where it lies."""
+    return Strategy(
+        name=name,
+        family="conv",
+        applies=applies,
+        addresses=addresses,
+        explanation=TAP_GEMM_EXPLANATION + layout,
+        template=TAP_GEMM_TEMPLATE,
+        params=GEMM_PARAMS,
+        applies_to=has_wide_channels,
+        substitutions=lambda match: {**substitutions(match), "channels_last": channels_last},
+        torch_precision="tf32",
+    )
+
+
 FAMILY = Family(
     name="conv",
     description="Grouped and depthwise convolution, 1D, 2D or 3D, plain or transposed (any "
@@ -94,41 +109,25 @@ FAMILY = Family(
         # The GEMMs first where they apply: a GEMM over channels x taps is what wide groups
         # want, and the direct kernel's unrolled taps are slow to interpret. Tap by tap where
         # a group has channels enough: its index math is per tap, not per element.
-        Strategy(
-            name="conv.tap_gemm",
-            family="conv",
+        tap_gemm_strategy(
+            "conv.tap_gemm",
+            channels_last=False,
             applies=f"at least {MIN_DOT_CHANNELS} input and output channels per group (other "
             "sizes fall back to the direct tile kernel)",
             addresses=("compute-bound", "under-utilised", "stall-memory"),
-            explanation=(
-                TAP_GEMM_EXPLANATION
-                + "The input is read where it lies (NCDHW): the channels of a tile lie D*H*W "
-                "apart, no copy is made."
-            ),
-            template=TAP_GEMM_TEMPLATE,
-            params=GEMM_PARAMS,
-            applies_to=has_wide_channels,
-            substitutions=tap_substitutions(channels_last=False),
-            torch_precision="tf32",
+            layout="The input is read where it lies (NCDHW): the channels of a tile lie D*H*W "
+            "apart, no copy is made.",
         ),
-        Strategy(
-            name="conv.tap_gemm_channels_last",
-            family="conv",
+        tap_gemm_strategy(
+            "conv.tap_gemm_channels_last",
+            channels_last=True,
             applies=f"as conv.tap_gemm (at least {MIN_DOT_CHANNELS} input and output channels "
             "per group); pays where a tile's channels lie far apart, large volumes (copying the "
             "input costs a pass over it)",
             addresses=("compute-bound", "uncoalesced", "stall-memory", "cache-bound"),
-            explanation=(
-                TAP_GEMM_EXPLANATION
-                + "It reads copies of the input as [N, D, H, W, C] and of the weights as [G, "
-                "CO, taps, CI]: a tile's channels are contiguous, its loads coalesced. On the "
-                "H200, 70_conv_transposed_3D ran 1.85x eager so, against 0.75x from NCDHW."
-            ),
-            template=TAP_GEMM_TEMPLATE,
-            params=GEMM_PARAMS,
-            applies_to=has_wide_channels,
-            substitutions=tap_substitutions(channels_last=True),
-            torch_precision="tf32",
+            layout="It reads copies of the input as [N, D, H, W, C] and of the weights as [G, "
+            "CO, taps, CI]: a tile's channels are contiguous, its loads coalesced. On the H200, "
+            "70_conv_transposed_3D ran 1.85x eager so, against 0.75x from NCDHW.",
         ),
         Strategy(
             name="conv.implicit_gemm",

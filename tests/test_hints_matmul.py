@@ -1,13 +1,12 @@
 """The matmul hint family: matching from traced calls, and every strategy's candidates correct
 on the CPU interpreter for the built-in problem and for unseen KernelBench files."""
 
-import importlib.util
-
 import pytest
 import torch
 from hints_checks import candidate_error, problem, strategy
 
 from engine.problems import builtin_names
+from engine.problems.loader import import_module_from
 from hints import match_problem
 from hints.matmul import FAMILY
 
@@ -105,9 +104,7 @@ def test_tensor_core_products_read_an_fp32_b_k_major(precision, k_major, tmp_pat
     path = tmp_path / "candidate.py"
     path.write_text(strategy(FAMILY, "matmul.tiled_grouped").render(
         FAMILY.match(bmm), {"precision": precision, "BLOCK_K": 16}))  # fmt: skip
-    spec = importlib.util.spec_from_file_location("candidate", path)
-    candidate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(candidate)
+    candidate = import_module_from(path, "candidate")
     b = torch.randn(3, 24, 40)
     _, b3, _, _ = candidate.operands(torch.randn(3, 8, 24), b)
     assert (b3.stride(-2) == 1) == k_major

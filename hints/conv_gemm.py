@@ -7,7 +7,10 @@ GEMM_HEADER = (
     HEADER
     + '''
 # A tensor core reading fp32 as TF32 drops the low 13 mantissa bits (truncates): its error is
-# biased and about twice cuDNN's, which rounds. Operands are rounded to nearest first.
+# biased and about twice cuDNN's, which rounds. Operands are rounded to nearest first, once, as
+# they are copied for the GEMM: rounded at each of the GEMM's loads instead, a value is rounded
+# once per tap and the loop ran up to 1.9x slower on the H200 (the implicit GEMM of
+# 50_conv_standard_2D: 5.0 against 2.7 ms).
 ROUND_TO_TF32 = "$precision" == "tf32"
 
 
@@ -16,6 +19,48 @@ def round_to_tf32(x):
     """x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero)."""
     bits = x.to(tl.int32, bitcast=True)  # the sign apart, the magnitude's bits in order
     return ((bits + 0x1000) & -0x2000).to(tl.float32, bitcast=True)  # half an ulp up, 13 bits off
+
+
+@triton.jit
+def operand_copy_kernel(src, dst, C, P, CHANNELS_LAST: tl.constexpr, ROUND_TF32: tl.constexpr,
+                        BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr):
+    """dst = src ([N, C, P]), rounded to TF32 where ROUND_TF32, as [N, P, C] where CHANNELS_LAST
+    (a tile read along positions, written along channels) else as [N, C, P]."""
+    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    c = (tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)).to(tl.int64)
+    sample = tl.program_id(2).to(tl.int64) * C * P
+    ok = (c < C)[:, None] & (p < P)[None, :]
+    value = tl.load(src + sample + c[:, None] * P + p[None, :], mask=ok)
+    if ROUND_TF32:
+        value = round_to_tf32(value)
+    if CHANNELS_LAST:
+        tl.store(dst + sample + p[None, :] * C + c[:, None], value, mask=ok)
+    else:
+        tl.store(dst + sample + c[:, None] * P + p[None, :], value, mask=ok)
+
+
+def operand_copy(x, channels_last):
+    """x ([N, C, D, H, W]) as a GEMM reads it, in one pass: rounded to TF32 where ROUND_TO_TF32,
+    as [N, D, H, W, C] where `channels_last`; x itself where neither is asked."""
+    if not (channels_last or ROUND_TO_TF32):
+        return x
+    x = x.contiguous()
+    N, C = x.shape[:2]
+    P = x[0, 0].numel()
+    out = torch.empty((N, *x.shape[2:], C) if channels_last else x.shape, device=x.device,
+                      dtype=x.dtype)
+    grid = (triton.cdiv(P, 64), triton.cdiv(C, 32), N)
+    operand_copy_kernel[grid](x, out, C, P, CHANNELS_LAST=channels_last,
+                              ROUND_TF32=ROUND_TO_TF32, BLOCK_C=32, BLOCK_P=64)
+    return out
+
+
+def weights_copy(w):
+    """w contiguous, rounded to TF32 where ROUND_TO_TF32 (as round_to_tf32, on the host side)."""
+    w = w.contiguous()
+    if not ROUND_TO_TF32:
+        return w
+    return ((w.view(torch.int32) + 0x1000) & -0x2000).view(torch.float32)
 
 
 @triton.jit
@@ -45,8 +90,8 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
                      STRIDE_W: tl.constexpr, PAD_D: tl.constexpr, PAD_H: tl.constexpr,
                      PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                      DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     EPILOGUE: tl.constexpr, ROUND_TF32: tl.constexpr, BLOCK_P: tl.constexpr,
-                     BLOCK_CO: tl.constexpr, BLOCK_K: tl.constexpr$epilogue_params):
+                     EPILOGUE: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
+                     BLOCK_K: tl.constexpr$epilogue_params):
     """Per (sample, group): out[p, co] = sum_k patches[p, k] * w[k, co], with
     k = (input channel, kd, kh, kw) gathered on the fly (no im2col buffer)."""
     n, g, offs_p, p_ok, od, oh, ow, co, co_ok = output_tile(
@@ -73,8 +118,6 @@ def conv_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH, OW
                     other=0.0)
         b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap)[:, None],
                     mask=k_ok[:, None] & co_ok[None, :], other=0.0)
-        if ROUND_TF32:
-            a, b = round_to_tf32(a), round_to_tf32(b)
         acc = tl.dot(a, b, acc, input_precision="$precision")
     store_gemm_tile(acc, out_ptr, bias_ptr, n, g, co, co_ok, offs_p, p_ok, CO, COUT_G, OD, OH, OW,
                     HAS_BIAS, EPILOGUE$epilogue_params)
@@ -97,9 +140,8 @@ def launch(x, w, bias, out, N, args, **flags):
         return{prepare}
     block_co = max(16, min(triton.next_power_of_2(cout_g), $GEMM_BLOCK_CO))
     grid = (N * args["G"] * {blocks}, triton.cdiv(cout_g, block_co))
-    {kernel}[grid](x, w, bias, out, **args, **flags, ROUND_TF32=ROUND_TO_TF32,
-                   BLOCK_P=$GEMM_BLOCK_P, BLOCK_CO=block_co, BLOCK_K=$BLOCK_K,
-                   num_warps=$gemm_num_warps, num_stages=$num_stages)
+    {kernel}[grid](x, w, bias, out, **args, **flags, BLOCK_P=$GEMM_BLOCK_P, BLOCK_CO=block_co,
+                   BLOCK_K=$BLOCK_K, num_warps=$gemm_num_warps, num_stages=$num_stages)
 """
 
 
@@ -108,7 +150,14 @@ IMPLICIT_GEMM_TEMPLATE += (
         "conv_gemm_kernel",
         reduction='args["CIN_G"] * args["KD"] * args["KH"] * args["KW"]',
         blocks='triton.cdiv(args["OD"] * args["OH"] * args["OW"], $GEMM_BLOCK_P)',
+        operands="gemm_operands",
     )
+    + '''
+
+def gemm_operands(x, w, args):
+    """x and w as the GEMM reads them: as given (NCDHW), rounded to TF32 where ROUND_TO_TF32."""
+    return operand_copy(x, False), weights_copy(w), args
+'''
     + MODEL
 )
 
@@ -136,8 +185,7 @@ def phase_tile(OD, OH, OW, G, SD: tl.constexpr, SH: tl.constexpr, SW: tl.constex
 
 @triton.jit
 def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, C, CIN_G, DHW, W_CO, W_CI,
-                W_TAP, CHANNELS_LAST: tl.constexpr, ROUND_TF32: tl.constexpr,
-                BLOCK_K: tl.constexpr):
+                W_TAP, CHANNELS_LAST: tl.constexpr, BLOCK_K: tl.constexpr):
     """acc plus the product of input channels [c0, c0 + BLOCK_K) at positions `at` (where
     `at_ok`) with their weights through `tap`."""
     ci = c0 + tl.arange(0, BLOCK_K)
@@ -154,8 +202,6 @@ def tap_product(acc, x_group, w_group, at, at_ok, c0, tap, co, co_ok, C, CIN_G, 
                     mask=at_ok[:, None] & ci_ok[None, :], other=0.0)
     b = tl.load(w_group + co[None, :] * W_CO + (ci * W_CI + tap * W_TAP)[:, None],
                 mask=ci_ok[:, None] & co_ok[None, :], other=0.0)
-    if ROUND_TF32:
-        a, b = round_to_tf32(a), round_to_tf32(b)
     return tl.dot(a, b, acc, input_precision="$precision")
 
 
@@ -167,7 +213,7 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
                          PAD_W: tl.constexpr, DIL_D: tl.constexpr, DIL_H: tl.constexpr,
                          DIL_W: tl.constexpr, TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr,
                          EPILOGUE: tl.constexpr, CHANNELS_LAST: tl.constexpr,
-                         ROUND_TF32: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
+                         BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
                          BLOCK_K: tl.constexpr$epilogue_params):
     """Per (sample, group), tap by tap: out[p, co] += x[ci, input of p through the tap] *
     w[co, ci, tap]. A tap's input positions and masks are vectors over the tile's positions,
@@ -198,7 +244,7 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
             acc = tap_product(acc, x_group, w_group, (idd * H + ih) * W + iw,
                               p_ok & d_ok & h_ok & w_ok, (step % blocks) * BLOCK_K, tap, co,
                               co_ok, C, CIN_G, D * H * W, W_CO, W_CI, W_TAP, CHANNELS_LAST,
-                              ROUND_TF32, BLOCK_K)
+                              BLOCK_K)
     else:
         for kd in range(KD):
             idd, d_ok = tap_input(od, kd, D, STRIDE_D, PAD_D, DIL_D, TRANSPOSED)
@@ -215,7 +261,7 @@ def conv_tap_gemm_kernel(x_ptr, w_ptr, bias_ptr, out_ptr, C, D, H, W, CO, OD, OH
                             acc = tap_product(acc, x_group, w_group, (idd * H + ih) * W + iw,
                                               p_ok & d_ok & h_ok & w_ok, c0, tap, co, co_ok,
                                               C, CIN_G, D * H * W, W_CO, W_CI, W_TAP,
-                                              CHANNELS_LAST, ROUND_TF32, BLOCK_K)
+                                              CHANNELS_LAST, BLOCK_K)
     store_gemm_tile(acc, out_ptr, bias_ptr, n, g, co, co_ok, offs_p, p_ok, CO, COUT_G, OD, OH, OW,
                     HAS_BIAS, EPILOGUE$epilogue_params)
 '''
@@ -234,18 +280,19 @@ def tap_operands(x, w, args):
     """x and w as the tap kernel reads them, and its arguments: CHANNELS_LAST, copies of x as
     [N, D, H, W, C] and w as [G, COUT_G, taps, CIN_G], the reduction's channels contiguous in
     both (K-major, as Hopper's TF32 products read their operands: from an M-major operand a
-    TF32 GEMM ran up to 3x slower on the H200); else as given, NCDHW."""
+    TF32 GEMM ran up to 3x slower on the H200); else as given, NCDHW. Both rounded to TF32
+    where ROUND_TO_TF32."""
     if not CHANNELS_LAST:
-        return x, w, {**args, "W_TAP": 1, "CHANNELS_LAST": False}
+        args = {**args, "W_TAP": 1, "CHANNELS_LAST": False}
+        return operand_copy(x, False), weights_copy(w), args
     G, cin_g, cout_g = args["G"], args["CIN_G"], args["COUT_G"]
     taps = args["KD"] * args["KH"] * args["KW"]
     if args["TRANSPOSED"]:  # [G * CIN_G, COUT_G, KD, KH, KW]
         w = w.reshape(G, cin_g, cout_g, taps).permute(0, 2, 3, 1)
     else:  # [G * COUT_G, CIN_G, KD, KH, KW]
         w = w.reshape(G, cout_g, cin_g, taps).permute(0, 1, 3, 2)
-    x = x.permute(0, 2, 3, 4, 1).contiguous()
     args = {**args, "W_CO": taps * cin_g, "W_CI": 1, "W_TAP": cin_g, "CHANNELS_LAST": True}
-    return x, w.contiguous(), args
+    return operand_copy(x, True), weights_copy(w), args
 
 
 def phase_blocks(args, block_p):

@@ -90,36 +90,40 @@ def test_tap_gemm_points_on_wide_channels(name, spec, params, tmp_path):
     assert candidate_error(wide, source, tmp_path) < STRICT
 
 
-def test_tf32_operands_are_rounded_to_nearest(tmp_path):
-    """tl.dot reads fp32 as TF32 by dropping 13 bits; the GEMM kernels round first, so their
-    error is of cuDNN's kind: each value becomes its nearest TF32 value, ties away from zero."""
+@pytest.mark.parametrize("name", ["conv.tap_gemm", "conv.tap_gemm_channels_last",
+                                  "conv.implicit_gemm"])  # fmt: skip
+def test_tf32_operands_are_rounded_to_nearest_as_they_are_copied(name, tmp_path):
+    """tl.dot reads fp32 as TF32 by dropping 13 bits; the GEMMs' operands are rounded first, once,
+    as they are copied for the kernel, so the error is of cuDNN's kind: each value becomes its
+    nearest TF32 value, ties away from zero. The input keeps its layout or goes channels-last."""
     wide = problem("grouped_conv_wide_relu.py")
-    source = strategy(FAMILY, "conv.tap_gemm").render(FAMILY.match(wide), {"precision": "tf32"})
+    source = strategy(FAMILY, name).render(FAMILY.match(wide), {"precision": "tf32"})
     module = tmp_path / "candidate.py"
     module.write_text(source)
     script = f"""
 import importlib.util
-import torch, triton, triton.language as tl
+import torch
 spec = importlib.util.spec_from_file_location("candidate", {str(module)!r})
 candidate = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(candidate)
 assert candidate.ROUND_TO_TF32
 
-@triton.jit
-def apply(x_ptr, y_ptr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(y_ptr + offs, candidate.round_to_tf32(tl.load(x_ptr + offs)))
+def nearest(x):  # the nearest multiple of TF32's last place, in float64, ties away from 0
+    x64 = x.double()
+    ulp = 2.0 ** (torch.floor(torch.log2(x64.abs().clamp_min(1e-300))) - 10)
+    return torch.sign(x64) * torch.floor(x64.abs() / ulp + 0.5) * ulp
 
-x = torch.randn(4096) * 10.0 ** torch.randint(-20, 20, (4096,))
+x = torch.randn(2, 40, 3, 5, 7) * 10.0 ** torch.randint(-20, 20, (2, 40, 3, 5, 7))
 ties = [1 + 2 ** -11, -(1 + 2 ** -11), 1 + 3 * 2 ** -11]  # halfway: away from zero
-x[:8] = torch.tensor([*ties, 0.0, 1.0, 2 ** -12, 3.0, -7.5])
-y = torch.empty_like(x)
-apply[(1,)](x, y, BLOCK=4096)
-# the nearest multiple of TF32's unit in the last place, computed in float64, ties away from 0
-x64 = x.double()
-ulp = 2.0 ** (torch.floor(torch.log2(x64.abs().clamp_min(1e-300))) - 10)
-near = torch.sign(x64) * torch.floor(x64.abs() / ulp + 0.5) * ulp
-assert torch.equal(y.double(), near), (x[y.double() != near][:4], y[y.double() != near][:4])
+x.view(-1)[:8] = torch.tensor([*ties, 0.0, 1.0, 2 ** -12, 3.0, -7.5])
+w = x[:1, :, :1].clone()  # [G * COUT_G, CIN_G, KD, KH, KW]
+args = {{"G": 1, "CIN_G": 40, "COUT_G": 1, "KD": 1, "KH": 5, "KW": 7, "TRANSPOSED": False}}
+operands = getattr(candidate, "tap_operands", None) or candidate.gemm_operands
+x_in, w_in, _ = operands(x, w, args)
+channels_last = getattr(candidate, "CHANNELS_LAST", False)
+assert torch.equal(x_in.double(), nearest(x).permute(0, 2, 3, 4, 1) if channels_last
+                   else nearest(x))
+assert torch.equal(w_in.double().flatten().sort().values, nearest(w).flatten().sort().values)
 print("ok")
 """
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -172,8 +176,8 @@ def compiled_gemm_ttgir(name: str, kernel: str, tmp_path) -> str:
     ints = "C D H W CO OD OH OW CIN_G COUT_G G W_CO W_CI".split()
     constants = {"KD": 1, "KH": 3, "KW": 3, "STRIDE_D": 1, "STRIDE_H": 1, "STRIDE_W": 1,
                  "PAD_D": 0, "PAD_H": 1, "PAD_W": 1, "DIL_D": 1, "DIL_H": 1, "DIL_W": 1,
-                 "TRANSPOSED": False, "HAS_BIAS": False, "EPILOGUE": False, "ROUND_TF32": True,
-                 "BLOCK_P": 128, "BLOCK_CO": 64, "BLOCK_K": 32}  # fmt: skip
+                 "TRANSPOSED": False, "HAS_BIAS": False, "EPILOGUE": False, "BLOCK_P": 128,
+                 "BLOCK_CO": 64, "BLOCK_K": 32}  # fmt: skip
     if kernel == "conv_tap_gemm_kernel":
         ints.append("W_TAP")
         constants["CHANNELS_LAST"] = name.endswith("channels_last")

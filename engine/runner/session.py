@@ -218,6 +218,9 @@ class RunnerSession:
         return {"ok": True}
 
     def op_rep(self, message: dict) -> dict:
+        # The last output goes before the call, as the judge's reference output does: held, its
+        # memory could not serve the call's own output.
+        self.last_output = None
         with torch.no_grad():
             event, host, self.last_output = self.bracket.rep(
                 self.model, self.input_sets[message["set"]]

@@ -7,10 +7,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hints_checks import candidate_error, problem, strategy
 from sm90 import compiled_for_sm90
 
+from engine.gate.torch_use import check_torch_use
 from engine.problems import builtin_names
+from engine.problems.loader import import_module_from
+from engine.runner.guards import guarded_call
 from hints import match_problem
 from hints.conv import FAMILY
 
@@ -129,6 +133,24 @@ print("ok")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", ["conv.tap_gemm", "conv.tap_gemm_channels_last",
+                                  "conv.implicit_gemm"])  # fmt: skip
+def test_tf32_gemms_round_in_triton_so_the_gate_admits_them(name, tmp_path):
+    """The rounded copies are made by a Triton kernel, weights too: torch arithmetic in forward
+    (rounding by integer add and mask) is refused by the gate as torch_compute (it was, on the
+    H200, for every tf32 candidate of a bench before this)."""
+    wide = problem("grouped_conv_wide_relu.py")
+    path = tmp_path / "candidate.py"
+    path.write_text(strategy(FAMILY, name).render(FAMILY.match(wide), {"precision": "tf32"}))
+    candidate = import_module_from(path, "candidate")
+    model = candidate.ModelNew(64, 64, 2)  # 32 channels a group: the GEMM, not the fallback
+    out, ops = guarded_call(model, [torch.randn(1, 64, 5, 5)], "nan")
+    assert out.isfinite().all()
+    assert "fill_" in ops  # the guard saw forward's operators
+    check_torch_use(ops, replaced=frozenset({"conv2d", "relu"}), allowed=frozenset())
+    assert candidate.ROUND_TO_TF32
 
 
 @pytest.mark.parametrize(

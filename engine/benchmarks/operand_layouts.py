@@ -1,7 +1,7 @@
 """Operand layouts on tensor cores, measured in one process against eager (triton's do_bench
 medians): the matmul family's tiled kernel with an N-major against a K-major B (TF32 and
-tf32x3), and the conv family's tap GEMM reading NCDHW against channels-last copies (TF32), on
-the KernelBench sample's files.
+tf32x3), and the conv family's tap GEMM reading NCDHW against channels-last copies (TF32), or
+its implicit GEMM where few input channels call for it, on the KernelBench sample's files.
 
     python -m engine.benchmarks.operand_layouts --device cuda
     python -m engine.benchmarks.operand_layouts --device cpu   # the interpreter, tiny sizes
@@ -28,7 +28,14 @@ CONVS = [
     SAMPLE / "level1" / "74_conv_transposed_1D_dilated.py",
     SAMPLE / "level2" / "54_Conv2d_Multiply_LeakyReLU_GELU.py",
     SAMPLE / "level1" / "70_conv_transposed_3D__asymmetric_input__square_kernel.py",
+    SAMPLE / "level1" / "61_conv_transposed_3D__square_input__square_kernel.py",
+    SAMPLE / "level2" / "2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide.py",
+    next(SAMPLE.glob("level1/79_conv_transposed_1D_*.py")),  # its name is 87 characters
+    SAMPLE / "level1" / "50_conv_standard_2D__square_input__square_kernel.py",  # implicit GEMM
+    SAMPLE / "level1" / "66_conv_standard_3D__asymmetric_input__asymmetric_kernel.py",
 ]
+# The conv family's GEMM strategies; a file is timed with those that apply to it.
+CONV_GEMMS = ("conv.tap_gemm", "conv.tap_gemm_channels_last", "conv.implicit_gemm")
 TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
          "num_stages": 3}  # fmt: skip
 
@@ -95,8 +102,9 @@ def matmul_rows(device: str) -> list[dict]:
 
 
 def conv_rows(path: Path, device: str) -> list[dict]:
-    """The tap GEMM in TF32 from NCDHW and from channels-last copies, at the file's own size on
-    cuda and its smallest on cpu, with the reference's weights."""
+    """The GEMM strategies that apply (the tap GEMM from NCDHW and from channels-last copies, or
+    the implicit GEMM) in TF32 at their default tiles, at the file's own size on cuda and its
+    smallest on cpu, with the reference's weights."""
     from engine.problems import load_problem
     from engine.problems.loader import import_module_from
     from engine.runner.calls import call_with_size
@@ -114,7 +122,9 @@ def conv_rows(path: Path, device: str) -> list[dict]:
         expected = model(*inputs)
         eager = timed(lambda: model(*inputs), device)
         rows.append({"case": path.stem, "variant": "eager", "ms": eager})
-        for name in ("conv.tap_gemm", "conv.tap_gemm_channels_last"):
+        for name in CONV_GEMMS:
+            if not strategy_of(FAMILY, name).applies_to(match):
+                continue
             module = rendered(strategy_of(FAMILY, name), match, {"precision": "tf32"})
             candidate = module.ModelNew(*init).to(device)
             candidate.load_state_dict(model.state_dict())

@@ -8,6 +8,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from engine.backends.local import LocalBackend
 from engine.problems import load_problem
 from engine.worker.sandbox import EXCHANGE_PARENT
@@ -60,3 +62,30 @@ def test_an_evaluation_waits_for_the_gpu_only_once_its_runner_has_started():
         backend.close()
     assert outcome["passed"], outcome
     assert sum(outcome["gpu_seconds"].values()) < time.monotonic() - began - 1.0
+
+
+class Interrupted(Exception):
+    pass
+
+
+class InterruptingTurn:
+    """The wait for the GPU ends by an exception, as a Ctrl-C or a test's timeout ends it."""
+
+    def __enter__(self):
+        raise Interrupted
+
+    def __exit__(self, *exc):
+        pass
+
+
+def test_a_request_interrupted_mid_protocol_leaves_the_client_usable():
+    backend = LocalBackend("cpu")
+    softmax = load_problem("softmax")
+    source = attacks.candidate("return launch(x)")
+    request = backend.judge_request(softmax, source, [softmax.smallest], check_seeds=[1])
+    try:
+        with pytest.raises(Interrupted):
+            backend.judge_client.run(request, turn=InterruptingTurn())
+        assert backend.judge_client.run(request)["passed"]  # was: "the engine stopped before..."
+    finally:
+        backend.close()

@@ -168,9 +168,17 @@ class WorkerClient:
         """Send one request and wait for its result under the phase deadlines. The judge starts
         the candidate's runner first, then works on the GPU holding `turn` (when given), which is
         released with the result. The result has `gpu_seconds` by activity, measured as wall time
-        of each phase; the wait for `turn` counts in none."""
+        of each phase; the wait for `turn` counts in none. Interrupted mid-request (Ctrl-C, a
+        test's timeout), it kills the worker, which would otherwise read the next request as
+        the answer to this one's."""
         with self._lock, contextlib.ExitStack() as held:
-            return self._run(request, lambda: held.enter_context(turn or contextlib.nullcontext()))
+            try:
+                return self._run(
+                    request, lambda: held.enter_context(turn or contextlib.nullcontext())
+                )
+            except BaseException:
+                self._kill()
+                raise
 
     def _run(self, request: dict, take_turn) -> dict:
         gpu_seconds: dict[str, float] = collections.defaultdict(float)

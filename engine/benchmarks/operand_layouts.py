@@ -122,15 +122,15 @@ def conv_rows(path: Path, device: str) -> list[dict]:
         expected = model(*inputs)
         eager = timed(lambda: model(*inputs), device)
         rows.append({"case": path.stem, "variant": "eager", "ms": eager})
-        for name in CONV_GEMMS:
-            if not strategy_of(FAMILY, name).applies_to(match):
+        for gemm in (strategy_of(FAMILY, name) for name in CONV_GEMMS):
+            if not gemm.applies_to(match):
                 continue
-            module = rendered(strategy_of(FAMILY, name), match, {"precision": "tf32"})
+            module = rendered(gemm, match, {"precision": "tf32"})
             candidate = module.ModelNew(*init).to(device)
             candidate.load_state_dict(model.state_dict())
             error = (candidate(*inputs) - expected).abs().max().item()
             ms = timed(lambda candidate=candidate: candidate(*inputs), device)
-            rows.append({"case": path.stem, "variant": name, "ms": ms, "x_eager": eager / ms,
+            rows.append({"case": path.stem, "variant": gemm.name, "ms": ms, "x_eager": eager / ms,
                          "max_error": error})  # fmt: skip
     return rows
 

@@ -97,10 +97,16 @@ class WorkerClient:
             bufsize=1,
             start_new_session=True,
         )
+        # Each process's readers fill its own queue and tail: a killed worker's end of output
+        # must not reach its successor's as a death.
         self._messages: queue.Queue = queue.Queue()
         self._stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
-        threading.Thread(target=self._read_stdout, args=(self.proc,), daemon=True).start()
-        threading.Thread(target=self._read_stderr, args=(self.proc,), daemon=True).start()
+        threading.Thread(
+            target=self._read_stdout, args=(self.proc, self._messages, self._stderr), daemon=True
+        ).start()
+        threading.Thread(
+            target=self._read_stderr, args=(self.proc, self._stderr), daemon=True
+        ).start()
         message = self._next(time.monotonic() + self.timeouts.start_s)
         if message is None or message.get("event") != "ready":
             self._kill()
@@ -108,17 +114,19 @@ class WorkerClient:
         self.isolation = {"sandboxed": message["sandboxed"], "detail": message["isolation"]}
         return None
 
-    def _read_stdout(self, proc) -> None:
+    @staticmethod
+    def _read_stdout(proc, messages: queue.Queue, stderr: collections.deque) -> None:
         for line in proc.stdout:
             try:
-                self._messages.put(json.loads(line))
+                messages.put(json.loads(line))
             except json.JSONDecodeError:
-                self._stderr.append(f"(unparsable protocol line) {line.rstrip()}")
-        self._messages.put(None)
+                stderr.append(f"(unparsable protocol line) {line.rstrip()}")
+        messages.put(None)
 
-    def _read_stderr(self, proc) -> None:
+    @staticmethod
+    def _read_stderr(proc, stderr: collections.deque) -> None:
         for line in proc.stderr:
-            self._stderr.append(line.rstrip())
+            stderr.append(line.rstrip())
 
     def _stderr_tail(self) -> str:
         return "\n".join(list(self._stderr)[-12:])

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cli import kernelbrain
 
 from engine.bench.kernelbench import kernelbench_metrics, metrics_lines
 from engine.bench.runner import BenchPlan, with_metrics
@@ -47,11 +48,8 @@ def kernelbench_run(tmp_path_factory):
     (root / "level1" / "4_FFT.py").write_text(UNRECOGNISED)
     shutil.copy(OURS / "softmax_no_sizes.py", root / "level2" / "9_Softmax_again.py")
     out = root / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "engine.cli", "bench", str(root), "--level", "1",
-         "--backend", "sim", "--budget-per-problem", "8evals", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+    done = kernelbrain("bench", root, "--level", "1", "--backend", "sim", "--budget-per-problem",
+                       "8evals", "--out", out)
     return done, out
 
 
@@ -82,11 +80,8 @@ def test_kernelbench_metrics_count_skipped_files_as_not_correct(kernelbench_run)
 
 
 def bench_files(out, *files):
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", "bench", *map(str, files), "--backend", "sim",
-         "--budget-per-problem", "4evals", "--out", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+    return kernelbrain("bench", *files, "--backend", "sim", "--budget-per-problem", "4evals",
+                       "--out", out)
 
 
 def test_a_set_benched_by_several_commands_gets_its_metrics_over_the_whole_set(tmp_path):

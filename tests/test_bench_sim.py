@@ -5,11 +5,10 @@ import json
 import math
 import random
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
+from cli import kernelbrain
 
 from engine.bench.floors import size_work
 from engine.bench.measure import time_contenders
@@ -22,7 +21,6 @@ from engine.problems import load_problem
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events
 
-CLI = [sys.executable, "-m", "engine.cli"]
 ROW_FIELDS = {
     "problem", "shape", "dtype", "precision", "eager_ms", "compile_ms", "best_ms", "floor_ms",
     "speedup_eager", "speedup_compile", "fraction_of_floor", "gpu_seconds_to_best",
@@ -35,7 +33,7 @@ ABLATION_FIELDS = {
 
 
 def bench(*args, check=True):
-    out = subprocess.run([*CLI, "bench", *args], capture_output=True, text=True, timeout=240)
+    out = kernelbrain("bench", *args)
     if check and out.returncode != 0:
         raise AssertionError(f"kernelbrain bench {' '.join(args)} failed:\n{out.stderr}")
     return out

@@ -1,22 +1,16 @@
-"""`kernelbrain check`, `problems` and `doctor` through real subprocesses."""
+"""`kernelbrain check`, `problems` and `doctor`, called as the command line (in this process; the
+judge and its runners are real subprocesses)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli import kernelbrain, kernelbrain_process
 
 CANDIDATES = Path(__file__).parent / "candidates"
-ROOT = Path(__file__).parent.parent
 
 
-def kb(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, cwd=ROOT,
-        timeout=240, env=env,
-    )  # fmt: skip
+kb = kernelbrain
 
 
 def test_check_passes_with_json():
@@ -61,11 +55,11 @@ def test_check_rejects_a_candidate_right_only_at_the_tiniest_size(tmp_path):
 
 def test_check_refuses_without_a_sandbox_unless_trusted(tmp_path):
     valid = str(CANDIDATES / "softmax_valid.py")
-    env = {**os.environ, "KERNELBRAIN_BWRAP": "0"}
-    refused = kb("check", "softmax", valid, env=env)
+    env = {"KERNELBRAIN_BWRAP": "0"}  # read once a process: these are real ones
+    refused = kernelbrain_process("check", "softmax", valid, env=env)
     assert refused.returncode == 2
     assert "without the OS sandbox" in refused.stderr and "--trust-candidates" in refused.stderr
-    trusted = kb("check", "softmax", valid, "--trust-candidates", env=env)
+    trusted = kernelbrain_process("check", "softmax", valid, "--trust-candidates", env=env)
     assert trusted.returncode == 0, trusted.stdout + trusted.stderr
 
 

@@ -1,6 +1,7 @@
-"""The CLI as a user meets it over SSH, through real processes on real sim sessions: lookups
-that survive stray files, budgets that only add, true states after a kill or Ctrl-C, one-line
-errors, degenerate input refused, and session-file commands that never load torch."""
+"""The CLI as a user meets it over SSH, on real sim sessions: lookups that survive stray files,
+budgets that only add, true states after a kill or Ctrl-C, one-line errors, degenerate input
+refused, and session-file commands that never load torch. Kills, signals, closed pipes, imports
+and read-only mounts are tried on real processes; the other commands run in this one."""
 
 import json
 import shutil
@@ -10,10 +11,10 @@ import sys
 import time
 
 import pytest
+from cli import CLI, kernelbrain
 
 from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
 
-CLI = [sys.executable, "-m", "engine.cli"]
 # A mount namespace of our own lets the tests bind a folder read-only: even root cannot write
 # there (permission bits do not stop root, a read-only mount does).
 READ_ONLY = [
@@ -22,13 +23,12 @@ READ_ONLY = [
 ]  # fmt: skip
 
 
-def kb(*args, sessions, prefix=(), timeout=120):
-    return subprocess.run(
-        [*prefix, *CLI, *args, "--sessions-dir", str(sessions)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def kb(*args, sessions, prefix=()):
+    """The command in this process; in a real one under `prefix` (a read-only mount)."""
+    if not prefix:
+        return kernelbrain(*args, "--sessions-dir", sessions)
+    return subprocess.run([*prefix, *CLI, *args, "--sessions-dir", str(sessions)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def sim_run(name, sessions, budget="12evals", problem="softmax"):
@@ -227,7 +227,7 @@ def test_export_into_a_missing_folder_and_closed_pipes(finished, tmp_path):
 @pytest.mark.parametrize("budget", ["0evals", "0m", "$0", "0gpu-s", ""])
 def test_a_budget_of_nothing_is_a_usage_error(tmp_path, budget):
     out = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", budget,
-             "--session", "s", sessions=tmp_path, timeout=60)  # fmt: skip
+             "--session", "s", sessions=tmp_path)  # fmt: skip
     assert out.returncode == 2 and "30m" in one_line(out)
     assert not (tmp_path / "s").exists()
 
@@ -235,8 +235,7 @@ def test_a_budget_of_nothing_is_a_usage_error(tmp_path, budget):
 @pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "{tmp}/absolute"])
 def test_a_session_name_is_one_plain_folder_name(tmp_path, name):
     out = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", "2evals",
-             "--session", name.format(tmp=tmp_path), sessions=tmp_path / "sessions",
-             timeout=60)  # fmt: skip
+             "--session", name.format(tmp=tmp_path), sessions=tmp_path / "sessions")  # fmt: skip
     line = one_line(out)
     assert out.returncode == 2 and "letters, digits, '.', '_' and '-'" in line
     assert list(tmp_path.iterdir()) == [], "a session was written"

@@ -2,22 +2,15 @@
 and shown everywhere, and the refusal to run LLM-written code without the OS sandbox."""
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
+from cli import kernelbrain, kernelbrain_process
 
 from tests.adversarial.softmax import candidate
 
-ROOT = Path(__file__).parent.parent
-
-
-def kb(*args: str, env: dict | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=240, env=env)  # fmt: skip
+kb = kernelbrain  # the commands in this process; the judge's processes are real
 
 
 def test_allowed_torch_ops_are_kept_and_shown_by_show_and_export(tmp_path):
@@ -51,15 +44,15 @@ def test_check_admits_an_allowed_operator_and_no_other(tmp_path):
 
 
 def test_llm_runs_need_the_sandbox_unless_trusted(tmp_path):
-    env = {**os.environ, "KERNELBRAIN_BWRAP": "0"}
+    env = {"KERNELBRAIN_BWRAP": "0"}  # read once a process: these are real ones
     args = ("run", "softmax", "--backend", "cpu", "--generator", "llm", "--model", "openai/x",
             "--sessions-dir", str(tmp_path), "--headless")  # fmt: skip
-    refused = kb(*args, env=env)
+    refused = kernelbrain_process(*args, env=env)
     assert refused.returncode == 2
     assert "without the OS sandbox" in refused.stderr and "--trust-candidates" in refused.stderr
     assert not list(tmp_path.iterdir())  # nothing was created
-    offline = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", "3evals",
-                 "--sessions-dir", str(tmp_path), env=env)  # fmt: skip
+    offline = kernelbrain_process("run", "softmax", "--backend", "sim", "--headless", "--budget",
+                                  "3evals", "--sessions-dir", str(tmp_path), env=env)  # fmt: skip
     assert offline.returncode == 0, offline.stderr  # its own templates may run with less
 
 
@@ -72,8 +65,9 @@ def test_run_on_cuda_without_a_gpu_is_refused_up_front(tmp_path):
 
 
 def test_run_without_a_terminal_runs_headless_and_ends(tmp_path):
-    done = kb("run", "softmax", "--backend", "sim", "--budget", "4evals", "--sessions-dir",
-              str(tmp_path))  # fmt: skip
+    """A real process whose standard streams are not a terminal, as under nohup or cron."""
+    done = kernelbrain_process("run", "softmax", "--backend", "sim", "--budget", "4evals",
+                               "--sessions-dir", tmp_path, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert "no terminal for the TUI" in done.stderr and "running headless" in done.stderr
     assert "\x1b[" not in done.stdout + done.stderr  # no escape codes

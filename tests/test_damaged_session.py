@@ -3,14 +3,13 @@ is left (its published files), and `export` still writes the best candidate from
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli import kernelbrain
 
 from engine.session_files import SessionPaths, send_command
 
-REPO = Path(__file__).resolve().parents[1]
 HINT = (
     "what it published is still there: `kernelbrain export s` writes its best candidate, "
     "`kernelbrain attach s` shows it"
@@ -26,10 +25,7 @@ def finished(tmp_path_factory) -> Path:
 
 
 def kb(sessions: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args, "--sessions-dir", str(sessions)],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    return kernelbrain(*args, "--sessions-dir", sessions)
 
 
 @pytest.mark.parametrize("damage", ["deleted", "truncated"])

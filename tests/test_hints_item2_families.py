@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from hints_checks import UNSEEN, UNSEEN_MM, candidate_error, cpu_gate, problem, strategy
+from hints_checks import (
+    UNSEEN,
+    UNSEEN_MM,
+    candidate_error,
+    cpu_gate,
+    problem,
+    strategy,
+    with_gate_batch,
+)
 
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
@@ -74,6 +82,8 @@ STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bo
 @pytest.mark.parametrize(("folder", "spec", "family"), CASES, ids=[c[1] for c in CASES])
 def test_recognised_and_every_strategy_passes_the_gate(folder, spec, family, tmp_path):
     target = problem(spec, folder)
+    if family == "pooling":  # the slowest to interpret
+        target = with_gate_batch(target)
     found = match_problem(target)
     assert [f.name for f, _ in found] == [family]
     (fam, match), = found  # fmt: skip
@@ -104,7 +114,7 @@ POINTS = [
      {"BLOCK_INNER": 16, "ELEMENTS_PER_PROGRAM": 512},
      kernelbench_size(batch_size=2, dim1=70, dim2=40)),
     (LEVEL1, "42_Max_Pooling_2D.py", "pooling.output_rows", {"BLOCK": 32},
-     kernelbench_size(batch_size=2, channels=2, height=20, width=70)),
+     kernelbench_size(batch_size=2, channels=2, height=8, width=70)),
     (LEVEL1, "92_cumsum_exclusive.py", "scan.row_chunks", {"BLOCK": 256},
      kernelbench_size(batch_size=2, input_shape=(700,))),
     (UNSEEN, "cumsum_exclusive_middle.py", "scan.column_steps", {"BLOCK_INNER": 32},

@@ -109,14 +109,15 @@ def test_server_errors_are_retried_until_the_retries_give_up(softmax):
 
 
 def test_a_reply_slower_than_the_timeout_is_retried_then_rejected(softmax):
-    with ScriptedLLMServer([Reply(GOOD_REPLY, delay_s=3.0)]) as server:
+    slow_s = 30.0  # far beyond two 0.5 s timeouts and their backoff, even on a loaded machine
+    with ScriptedLLMServer([Reply(GOOD_REPLY, delay_s=slow_s)]) as server:
         started = time.monotonic()
         outcome = generator(server, timeout_s=0.5, max_retries=1).propose(request(softmax, 1))
         elapsed = time.monotonic() - started
     assert outcome.requests == len(server.chat_requests) == 2
     assert [r["reason"] for r in outcome.rejections] == ["llm_timeout"]
     assert outcome.proposals == []
-    assert elapsed < 3.0  # it did not wait for the slow reply
+    assert elapsed < slow_s / 2  # it did not wait for the slow reply
 
 
 def test_a_bad_request_is_not_retried(softmax):

@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cli import CLI, kernelbrain_process
 
 from engine.backends.ray_fleet import LOCAL, RayDevice, connect
 from engine.jobs import EvalJob, RungSpec
@@ -18,10 +19,18 @@ from engine.problems import load_problem
 from engine.session_files import SessionPaths, read_events
 from tests.adversarial import softmax as attacks
 from tests.test_devices import evaluations_by_device
-from tests.test_sessions_sim import CLI, kb, run_args, show, stable
+from tests.test_sessions_sim import run_args, show, stable
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray instance at a time on this machine
 CANARY = f"sk-canary-{uuid.uuid4().hex}"
+
+
+def kb(*args, sessions, check=True):
+    """The command in a process of its own: a Ray instance it starts ends with it."""
+    out = kernelbrain_process(*args, "--sessions-dir", sessions)
+    assert not check or out.returncode == 0, out.stderr
+    return out
 
 
 def ray_args(name: str, seed: int, budget: str) -> list[str]:
@@ -128,6 +137,6 @@ def free_port() -> int:
 )  # fmt: skip
 def test_ray_settings_that_cannot_work_are_usage_errors(tmp_path, extra, words):
     args = [*run_args("bad", seed=1)[:-3], *extra]  # run_args ends with --gpus 1 --headless
-    out = kb(*args, "--headless", sessions=tmp_path, check=False, timeout=60)
+    out = kb(*args, "--headless", sessions=tmp_path, check=False)
     assert out.returncode == 2 and words in out.stderr, out.stderr
     assert not (tmp_path / "bad").exists()

@@ -1,29 +1,24 @@
-"""Durable sessions on the sim backend, through the real CLI in real processes."""
+"""Durable sessions on the sim backend, through the real CLI: kill -9, Ctrl-C and a running engine
+in real processes, the rest of the commands called in this process (tests/cli.py)."""
 
 import json
 import os
 import random
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
+from cli import CLI, kernelbrain
 
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
 
-CLI = [sys.executable, "-m", "engine.cli"]
 VOLATILE = {"wall_seconds", "updated_at", "issued_at", "applied_at", "ts", "engine_pid", "session"}
 
 
-def kb(*args, sessions, check=True, timeout=300):
-    out = subprocess.run(
-        [*CLI, *args, "--sessions-dir", str(sessions)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def kb(*args, sessions, check=True):
+    out = kernelbrain(*args, "--sessions-dir", sessions)
     if check and out.returncode != 0:
         raise AssertionError(f"kernelbrain {' '.join(args)} failed:\n{out.stderr}")
     return out

@@ -4,13 +4,12 @@ composite's kernels, the cpu backend (the Triton interpreter)."""
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
 import pytest
 import torch
+from cli import kernelbrain
 
 from engine.backends.local import LocalBackend
 from engine.compose import create_session, resume_session
@@ -26,7 +25,6 @@ from engine.session_files import SessionPaths, read_events
 from tests.test_sessions_sim import kb, show, stable
 
 CANDIDATES = Path(__file__).parent / "candidates"
-CLI = [sys.executable, "-m", "engine.cli"]
 
 
 def source(name: str) -> str:
@@ -292,11 +290,8 @@ def test_resume_is_exact_around_the_composite(composed, tmp_path):
             pass
         partial.lock.release()
         partial.store.close()
-        subprocess.run(
-            [*CLI, "resume", paths.name, "--headless", "--sessions-dir", str(tmp_path)],
-            check=True,
-            capture_output=True,
-        )
+        assert kernelbrain("resume", paths.name, "--headless", "--sessions-dir", tmp_path
+                           ).returncode == 0  # fmt: skip
         a, b = show(paths.name, tmp_path), show(straight.name, root)
         assert stable(a)["candidates"] == stable(b)["candidates"]
         assert stable(a)["shape_winners"] == stable(b)["shape_winners"]

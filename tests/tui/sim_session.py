@@ -9,9 +9,9 @@ it). The sim backend does no profiling, so one candidate gets the recorded H200 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+
+from cli import kernelbrain
 
 from engine.compose import create_session, resume_session
 from engine.profiler.csvparse import parse_details, parse_raw
@@ -39,13 +39,7 @@ WALL_SECONDS = 2.5
 
 
 def engine_cli(*args: str, sessions_dir: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args, "--sessions-dir", str(sessions_dir)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = kernelbrain(*args, "--sessions-dir", sessions_dir)
     if result.returncode != 0:
         raise AssertionError(f"kernelbrain {' '.join(args)} failed:\n{result.stderr}")
 

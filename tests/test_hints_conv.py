@@ -70,6 +70,7 @@ def test_implicit_gemm_points_on_wide_groups(params, tmp_path):
     assert candidate_error(wide, source, tmp_path) < STRICT
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(
     "params",
     [{}, {"GEMM_BLOCK_P": 32, "GEMM_BLOCK_CO": 16, "BLOCK_K": 16}, {"precision": "tf32x3"}],
@@ -153,6 +154,7 @@ def test_tf32_gemms_round_in_triton_so_the_gate_admits_them(name, tmp_path):
     assert candidate.ROUND_TO_TF32
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [

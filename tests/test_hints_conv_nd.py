@@ -100,6 +100,7 @@ GATE_CASES = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("spec", "params", "at"), GATE_CASES, ids=[c[0][:2] for c in GATE_CASES])
 def test_every_applicable_strategy_passes_the_gate(spec, params, at, tmp_path):
     target = problem(spec, LEVEL1)

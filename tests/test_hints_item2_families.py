@@ -79,6 +79,7 @@ CASES = [
 STRICT = 2e-7  # fp32 math over at most a few thousand values; the gate's own bound is tighter
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("folder", "spec", "family"), CASES, ids=[c[1] for c in CASES])
 def test_recognised_and_every_strategy_passes_the_gate(folder, spec, family, tmp_path):
     target = problem(spec, folder)
@@ -138,6 +139,7 @@ POINTS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("folder", "spec", "name", "params", "size"), POINTS)
 def test_strategy_points_are_correct_over_several_chunks(
     folder, spec, name, params, size, tmp_path

@@ -71,6 +71,7 @@ def test_a_residual_add_reads_the_result_twice():
     assert match.facts["epilogue_statements"].count("acc") >= 2
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("spec", "strategy", "match"), GATED)
 def test_every_applicable_strategy_passes_the_gate(spec, strategy, match, tmp_path):
     error = candidate_error(gated(spec), strategy.render(match), tmp_path)

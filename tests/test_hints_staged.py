@@ -109,6 +109,7 @@ def test_control_flow_is_not_cut():
     assert stages.forward_statements(source) is None
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("spec", "expected"), CASES, ids=[c[0][:2] for c in CASES])
 def test_recognised_in_stages_and_passes_the_gate(spec, expected):
     target = load_problem(str(LEVEL2 / spec))

@@ -17,6 +17,7 @@ from tests.processes import alive, command_line, descendants
 ROOT = Path(__file__).parent.parent
 
 
+@pytest.mark.slow  # an engine killed three ways, a judge started for each
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
 def test_judge_and_runners_die_with_the_engine(tmp_path, how):
     endless = tmp_path / "hangs.py"

@@ -53,6 +53,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # a sweep through the gate
 @pytest.mark.parametrize(("level", "category", "name", "family"), CASES)
 def test_a_gate_passing_kernel_among_the_first_evaluations(level, category, name, family):
     problem = load_problem(str(sample_path(level, name)))

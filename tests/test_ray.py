@@ -37,6 +37,7 @@ def ray_args(name: str, seed: int, budget: str) -> list[str]:
     return [*run_args(name, seed=seed, budget=budget, gpus="2"), "--ray", LOCAL]
 
 
+@pytest.mark.slow  # two searches of 60 evaluations, one in Ray actors
 def test_a_ray_run_spreads_over_both_devices_and_is_the_local_search(tmp_path):
     kb(*ray_args("fleet", seed=5, budget="60evals"), sessions=tmp_path)
     kb(*run_args("local", seed=5, budget="60evals", gpus="2"), sessions=tmp_path)

@@ -3,6 +3,7 @@ DuckDB: the TUI and the control commands use it while an engine owns the databas
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -361,9 +362,36 @@ class ExportError(Exception):
     """The candidate cannot be exported; the message says why."""
 
 
+# Ahead of an exported candidate's code: where no GPU is, Triton's interpreter runs its kernels
+# on the CPU. Triton reads the switch as each kernel is defined, so importing triton first is fine.
+RUN_ANYWHERE = """import os as _os
+
+import torch as _torch
+
+if not _torch.cuda.is_available():  # no GPU here: Triton's interpreter, on the CPU (slowly)
+    _os.environ.setdefault("TRITON_INTERPRET", "1")
+
+"""
+
+
+def _after_future_imports(source: str, code: str) -> str:
+    """`source` with `code` after its `from __future__` imports, which must come first."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return code + source
+    futures = [n for n in body if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
+    if not futures:
+        return code + source
+    lines = source.splitlines(keepends=True)
+    end = futures[-1].end_lineno
+    return "".join(lines[:end]) + "\n" + code + "".join(lines[end:])
+
+
 def exported_source(paths: SessionPaths, candidate_id: str) -> str:
     """A candidate as a standalone KernelBench file: its source behind a header that says
-    where it comes from and how fast it was measured."""
+    where it comes from and how fast it was measured, and that runs it through Triton's
+    interpreter where the machine has no GPU."""
     detail = read_candidate(paths, candidate_id)
     if detail is None or not detail.get("source"):
         raise ExportError(f"session {paths.name} has no candidate {candidate_id!r}")
@@ -375,5 +403,7 @@ def exported_source(paths: SessionPaths, candidate_id: str) -> str:
     return (
         f"# KernelBrain candidate {candidate_id} for problem {snap.get('problem')} "
         f"(session {paths.name}, {detail['origin']}, speedup {speed} on {snap.get('backend')}).\n"
-        "# A standalone KernelBench file: defines ModelNew.\n" + hybrid + detail["source"]
+        "# A standalone KernelBench file: defines ModelNew. On a GPU it runs at full speed; on a\n"
+        "# machine without one, Triton's interpreter runs it on the CPU (chosen below).\n"
+        + hybrid + _after_future_imports(detail["source"], RUN_ANYWHERE)
     )

@@ -4,6 +4,7 @@ refused, and session-file commands that never load torch. Kills, signals, closed
 and read-only mounts are tried on real processes; the other commands run in this one."""
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -222,6 +223,26 @@ def test_export_into_a_missing_folder_and_closed_pipes(finished, tmp_path):
         proc.stdout.close()
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) == 141 and err == "", err
+
+
+def test_an_exported_kernel_runs_on_a_machine_without_a_gpu(finished, tmp_path):
+    """Opened as it is, where neither a GPU nor TRITON_INTERPRET is (a fresh interpreter): the
+    file picks Triton's interpreter itself and computes the reference's softmax."""
+    exported = tmp_path / "best.py"
+    assert kb("export", "s", "-o", exported, sessions=finished.root.parent).returncode == 0
+    assert "Triton's interpreter runs it on the CPU" in exported.read_text()
+    code = f"""
+import importlib.util, torch
+spec = importlib.util.spec_from_file_location("best", {str(exported)!r})
+best = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(best)
+x = torch.randn(4, 300)
+print(torch.allclose(best.ModelNew()(x), torch.softmax(x, dim=1), atol=1e-6))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0 and out.stdout.split() == ["True"], out.stderr
 
 
 @pytest.mark.parametrize("budget", ["0evals", "0m", "$0", "0gpu-s", ""])

@@ -245,12 +245,17 @@ print(torch.allclose(best.ModelNew()(x), torch.softmax(x, dim=1), atol=1e-6))
     assert out.returncode == 0 and out.stdout.split() == ["True"], out.stderr
 
 
-@pytest.mark.parametrize("budget", ["0evals", "0m", "$0", "0gpu-s", ""])
+@pytest.mark.parametrize("budget", ["0evals", "0m", "$0", "0gpu-s", "", "-5evals", "-1m"])
 def test_a_budget_of_nothing_is_a_usage_error(tmp_path, budget):
     out = kb("run", "softmax", "--backend", "sim", "--headless", "--budget", budget,
              "--session", "s", sessions=tmp_path)  # fmt: skip
     assert out.returncode == 2 and "30m" in one_line(out)
     assert not (tmp_path / "s").exists()
+
+
+def test_budget_taken_away_is_a_usage_error_that_says_to_add(finished, tmp_path):
+    out = kb("budget", "s", "-1m", sessions=copy_of(finished, tmp_path).root.parent)
+    assert out.returncode == 2 and "must start with '+', e.g. +10m" in one_line(out)
 
 
 @pytest.mark.parametrize("name", ["../escaped", "a/b", ".hidden", "", "{tmp}/absolute"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 
 # Command modules, in the order `--help` lists them.
@@ -24,6 +25,11 @@ DEFERRED_COMMANDS = {
     "doctor": "report GPU, versions, ncu, backend and isolation",
     "check": "run the policy gate on one candidate",
 }
+
+# A value below zero (`--budget -5evals`, `budget S -1m`) starts like an option, which argparse
+# refuses with "expected one argument"; a leading space makes it a value, so that the command
+# says what is wrong with it (int() and float() read it as it is).
+NEGATIVE_VALUE = re.compile(r"^-[\d.$]")
 
 EXIT_OK, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
 EXIT_FAILED = 1  # the command could not do its work (a folder it cannot write)
@@ -57,6 +63,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = next((arg for arg in argv if not arg.startswith("-")), None)
+    argv = [f" {arg}" if NEGATIVE_VALUE.match(arg) else arg for arg in argv]
     args = build_parser(command).parse_args(argv)
     try:
         status = args.handler(args) or EXIT_OK

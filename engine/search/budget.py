@@ -29,8 +29,11 @@ class BudgetError(ValueError):
 
 
 def parse_budget_item(text: str) -> tuple[str, float]:
-    """One budget term, e.g. `30m` -> ("wall_seconds", 1800); zero is refused."""
-    item = text.strip().lower()
+    """One budget term, e.g. `30m` -> ("wall_seconds", 1800); zero or less is refused."""
+    text = text.strip()
+    item = text.lower()
+    if item.startswith("-") and _matches(item[1:]):
+        raise BudgetError(f"budget {text!r} is below zero: give a limit above zero, e.g. 30m")
     for pattern, kind in _PATTERNS:
         m = pattern.match(item)
         if m:
@@ -43,6 +46,10 @@ def parse_budget_item(text: str) -> tuple[str, float]:
                 value *= _UNITS[m.group(2)]
             return kind, value
     raise BudgetError(f"cannot read budget {text!r}: {ACCEPTED_BUDGETS}")
+
+
+def _matches(item: str) -> bool:
+    return any(pattern.match(item) for pattern, _ in _PATTERNS)
 
 
 def parse_budget(texts: list[str]) -> dict[str, float]:
@@ -60,6 +67,7 @@ def parse_budget(texts: list[str]) -> dict[str, float]:
 def parse_budget_increase(text: str) -> tuple[str, float]:
     """`+10m`, `+100evals`: how much to raise one limit by (the engine raises only the limits a
     session has: adding budget never creates one, which would shorten the run)."""
+    text = text.strip()
     if not text.startswith("+"):
         raise BudgetError(f"budget increase {text!r} must start with '+', e.g. +10m or +50evals")
     return parse_budget_item(text[1:])

@@ -322,6 +322,57 @@ MEMOISES_BY_ADDRESS = candidate(
 """,
     init="self.memo = {}",
 )
+# Memoised on the input's identity (KEY, filled in: the address and version counter, the storage's
+# address, or the object): the input is kept alive so that its address is never reused, a repeated
+# call returns the stored output, and work (SLEEP_S, filled in) makes the honest path slow.
+MEMOISES_BY_IDENTITY = candidate(
+    """
+    import time
+    key = KEY
+    if key not in self.memo:
+        time.sleep(SLEEP_S)
+        self.memo[key] = (x, launch(x))
+    return self.memo[key][1]
+""",
+    init="self.memo = {}",
+)
+IDENTITY_KEYS = {
+    "address_and_version": "(x.data_ptr(), x._version)",
+    "storage_and_version": "(x.untyped_storage().data_ptr(), x._version)",
+    "object_and_version": "(id(x), x._version)",
+}
+# The same cache filled ahead: the runner patched so that whenever new input contents arrive
+# outside a timed call (the warm-up, a change of inputs), the outputs for all of them are computed
+# there, and every timed call is answered from memory.
+PRECOMPUTES_OUTSIDE_TIMED_CALLS = candidate(
+    """
+    import time
+    key = (x.data_ptr(), x._version)
+    if key not in MEMO:
+        time.sleep(SLEEP_S)
+        MEMO[key] = (x, launch(x))
+    return MEMO[key][1]
+""",
+    prelude="""
+    import sys, time
+    MEMO = {}
+    _session = sys.modules["kbrunner.session"].RunnerSession
+
+    def _ahead(real):
+        def patched(self, message):
+            reply = real(self, message)
+            for args in self.input_sets:
+                x = args[0]
+                if (x.data_ptr(), x._version) not in MEMO:
+                    time.sleep(SLEEP_S)
+                    MEMO[(x.data_ptr(), x._version)] = (x, launch(x))
+            return reply
+        return patched
+
+    for _name in [n for n in vars(_session) if n.startswith("op_") and n not in ("op_rep", "op_load")]:
+        setattr(_session, _name, _ahead(getattr(_session, _name)))
+""",
+)
 
 # --- leaks (SECRET_FILE is filled in)
 RAISES_THE_ENVIRONMENT = candidate("""

@@ -28,6 +28,7 @@ TIMING = {
     "interleave": True,
 }
 SLEEP_S = "0.4"  # a slow kernel: well beyond the cpu backend's timing noise allowance
+MEMO_SLEEP_S = "0.05"  # the work a memo saves: far longer than answering from memory
 
 
 @pytest.fixture(scope="module")
@@ -258,6 +259,27 @@ def test_memoising_by_address_gains_nothing(backend, softmax):
     result = judge(backend, softmax, attacks.MEMOISES_BY_ADDRESS, timing)
     assert result.reason == "stale_output", result.message
     assert "timed call" in result.message
+
+
+@pytest.mark.parametrize("key", sorted(attacks.IDENTITY_KEYS))
+def test_no_timed_call_is_answered_from_a_memo_of_the_inputs_identity(backend, softmax, key):
+    """The warm-up's inputs are never timed, and each rotation's are new contents at new
+    addresses: a cache keyed on the input's address, storage or object and its version counter
+    answers no timed call (it answered those the warm-up covered)."""
+    attack = fill(attacks.MEMOISES_BY_IDENTITY, KEY=attacks.IDENTITY_KEYS[key],
+                  SLEEP_S=MEMO_SLEEP_S)  # fmt: skip
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 4})
+    assert result.passed, result.message
+    assert min(result.timings[0].samples_ms) >= 1000 * float(MEMO_SLEEP_S)
+
+
+def test_outputs_computed_outside_the_timed_calls_are_tampering(backend, softmax):
+    """Outputs computed while the runner holds the inputs untimed (the warm-up, a change of
+    inputs) answer every timed call; calls whose inputs change inside the bracket cannot be."""
+    attack = fill(attacks.PRECOMPUTES_OUTSIDE_TIMED_CALLS, SLEEP_S=MEMO_SLEEP_S)
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 4})
+    assert result.reason == "timing_tampered", result.message
+    assert "first saw inside the timed call" in result.message
 
 
 # --- no leaks

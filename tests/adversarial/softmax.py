@@ -369,7 +369,7 @@ PRECOMPUTES_OUTSIDE_TIMED_CALLS = candidate(
             return reply
         return patched
 
-    for _name in [n for n in vars(_session) if n.startswith("op_") and n not in ("op_rep", "op_load")]:
+    for _name in ("op_time_begin", "op_shift", "op_fetch"):
         setattr(_session, _name, _ahead(getattr(_session, _name)))
 """,
 )

@@ -2,8 +2,12 @@
 real sandboxed runner (the engine's static rules are skipped, so the runtime protection is what
 is tested), and each test fails if the protection it names is removed."""
 
+import base64
 import os
+import shutil
 import socket
+import subprocess
+import sysconfig
 import threading
 import uuid
 from pathlib import Path
@@ -200,6 +204,43 @@ def test_an_allowed_torch_op_passes_and_others_still_fail(backend, softmax):
     request = {"check_seeds": [1, 2], "allowed_torch_ops": ["softmax"]}
     assert backend.judge(softmax, hybrid, [softmax.size("tiny")], **request).passed
     assert not backend.judge(softmax, attacks.TORCH_MATH, [softmax.size("tiny")], **request).passed
+
+
+# --- no native code
+@pytest.fixture(scope="module")
+def native_library(tmp_path_factory) -> str:
+    """The attacks' C softmax built here (a cpu runner can start no compiler), in base64."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the attack's library")
+    folder = tmp_path_factory.mktemp("native")
+    (folder / "softmax.c").write_text(attacks.NATIVE_SOFTMAX_C)
+    include = sysconfig.get_paths()["include"]
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(folder / "softmax.c"),
+                    "-o", str(folder / "softmax.so"), "-lm"], check=True)  # fmt: skip
+    return base64.b64encode((folder / "softmax.so").read_bytes()).decode()
+
+
+@pytest.mark.parametrize("loader", sorted(attacks.NATIVE_LOADERS))
+def test_native_code_doing_the_work_is_rejected(backend, softmax, native_library, loader):
+    """A library the candidate wrote, loaded through ctypes (imported, or reached through torch)
+    or through Triton's loader, computes the softmax: right, and not a Triton kernel."""
+    attack = fill(attacks.LOADS_NATIVE_CODE[loader], SO_B64=native_library)
+    result = judge(backend, softmax, attack)
+    assert result.reason == "native_code", result.message
+
+
+def test_tritons_build_helpers_are_refused(backend, softmax):
+    attack = fill(attacks.BUILDS_WITH_TRITONS_HELPER, NATIVE_C=repr(attacks.NATIVE_SOFTMAX_C))
+    result = judge(backend, softmax, attack)
+    assert result.reason == "native_code", result.message
+    assert "triton.runtime.build.compile_module_from_src" in result.message
+
+
+def test_a_refusal_the_candidate_caught_still_rejects_it(backend, softmax):
+    result = judge(backend, softmax, attacks.TRIES_NATIVE_CODE_QUIETLY)
+    assert result.reason == "native_code", result.message
+    assert "ctypes.dlopen" in result.message
 
 
 # --- timing the candidate cannot flatter

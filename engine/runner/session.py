@@ -12,6 +12,7 @@ import traceback
 
 import torch
 
+from . import native_guard
 from .calls import build_model_new
 from .cuda_share import Shared
 from .exchange import (
@@ -81,9 +82,12 @@ class RunnerSession:
                 }
             }
         try:
-            return handler(message)
+            reply = handler(message)
         except BaseException as exc:  # every failure of the candidate is the judge's to classify
-            return {"error": describe_error(exc, self.candidate_file)}
+            reply = {"error": describe_error(exc, self.candidate_file)}
+        if native_guard.REFUSED:  # even where the candidate caught the refusal
+            reply["native_code"] = list(native_guard.REFUSED)
+        return reply
 
     def op_noop(self, message: dict) -> dict:
         """A bracketed call of nothing, before any candidate code exists here: with a fetch after
@@ -93,7 +97,9 @@ class RunnerSession:
         return {"event_ms": event, "host_ms": host}
 
     def op_load(self, message: dict) -> dict:
-        """Import the candidate (this compiles nothing yet: Triton compiles at first launch)."""
+        """Import the candidate (this compiles nothing yet: Triton compiles at first launch), with
+        the native-code guards armed first."""
+        native_guard.arm()
         source = message["source"]
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         self.candidate_file = os.path.join(self.exchange, f"candidate_{digest}.py")

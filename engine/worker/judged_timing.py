@@ -35,7 +35,7 @@ from engine.gate.correctness import (
 from engine.gate.precision import gate_tolerance
 from engine.runner.fresh_inputs import InputRotation
 from engine.runner.timer import Bracket, collector_paused, noop
-from engine.worker.failures import classify_error
+from engine.worker.failures import classify_reply
 
 CALIBRATION_REPS = 8
 # Positions of each output checked after a verified repetition: runs of contiguous elements at
@@ -102,8 +102,9 @@ class JudgeClock:
             torch.cuda.synchronize()
         message = self.job.outgoing(message)  # shared memory travels before the clock starts
         reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
-        if "error" in reply:
-            raise CandidateRejected(*classify_error(reply["error"], "time"))
+        rejected = classify_reply(reply, "time")
+        if rejected:
+            raise CandidateRejected(*rejected)
         return reply, wall
 
     def fetch_message(self, numel: int) -> dict:

@@ -1,19 +1,22 @@
 """Native code a candidate reaches at run time, refused and reported (the static rules of
 engine.gate.static refuse the paths they can see). Armed just before the candidate loads:
 
-- an audit hook (PEP 578: once added, nothing removes it) refuses ctypes, cffi and mmap while
-  candidate code is on the stack, and loading any library or extension module from outside the
-  installation (a file the candidate wrote), but for the launcher Triton's driver builds;
-- `import ctypes` (and cffi, mmap) from candidate code is refused, though the runner holds them;
-- Triton's build helpers refuse every caller but Triton's own driver, and a build whose compiler
-  the candidate redirected.
+- an audit hook (PEP 578: once added, nothing removes it) refuses ctypes and mmap while candidate
+  code is on the stack; the import of ctypes, cffi or mmap by candidate code; a library loaded from
+  outside the installation and the system's library folders (a file the candidate wrote); and an
+  extension module from outside the installation, unless Triton's build or driver code loads it
+  (its launchers);
+- the import statement refuses ctypes, cffi and mmap to candidate code too: the runner has
+  imported them already, and importing a module already imported raises no audit event;
+- Triton's build helpers refuse every caller but Triton's build and driver code, and a build
+  whose C compiler the candidate redirected.
 
 Code is the candidate's unless it comes from the installation (Python, its packages, the runner);
 code objects made to pass for the installation's are refused too. What is refused is kept in
 REFUSED, which the runner reports with every reply: the judge rejects the candidate as
 `native_code`. A candidate that gets installed code to make the call for it (a callable planted
-where the runner calls it, or raw memory written through a ctypes it obtained) is beyond these
-guards, not beyond the OS sandbox.
+where the runner calls it, or raw memory written through a ctypes module it got hold of) is
+beyond these guards, not beyond the OS sandbox.
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ class NativeGuard:
     def __init__(self):
         self.installed = installation()
         self.libraries = _prefixes(SYSTEM_LIBRARIES) + self.installed
-        self.building = 0  # inside a build Triton's driver asked for
+        self.import_machinery = ("<frozen importlib.", *_prefixes([os.path.dirname(
+            importlib.__file__)]))  # fmt: skip
+        self.triton_builders: frozenset[str] = frozenset()  # files of Triton's build and drivers
         self.compiler = {name: os.environ.get(name) for name in ("CC", "CXX")}
 
     def installed_code(self, filename: str) -> bool:
@@ -89,6 +94,13 @@ class NativeGuard:
             frame = frame.f_back
         return False
 
+    def loaded_by_triton(self) -> bool:
+        """Whether Triton's build or driver code called the import machinery below the event."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(self.import_machinery):
+            frame = frame.f_back
+        return frame is not None and frame.f_code.co_filename in self.triton_builders
+
     def audit(self, event: str, args: tuple) -> None:
         if event.startswith("ctypes.") or event == "mmap.__new__":
             library = args[0] if event == "ctypes.dlopen" else None
@@ -102,7 +114,7 @@ class NativeGuard:
             if name.split(".")[0] in NATIVE_MODULES and self.candidate_on_stack():
                 refuse(f"import {name}")
             extension = isinstance(filename, str) and filename.endswith(EXTENSIONS)
-            if extension and not self.building and not self.installed_code(filename):
+            if extension and not self.installed_code(filename) and not self.loaded_by_triton():
                 refuse(f"loading the extension module {filename}")
         elif event in ("compile", "code.__new__", "marshal.loads"):
             # candidate code making code objects that would pass for the installation's
@@ -125,11 +137,11 @@ class NativeGuard:
         from triton import knobs
         from triton.runtime import build
 
-        callers = {build.__file__} | {
+        self.triton_builders = frozenset({build.__file__} | {
             m.__file__ for n, m in list(sys.modules.items()) if TRITON_DRIVER.fullmatch(n)
-        }
+        })  # fmt: skip
         wrapped = {
-            id(fn): self.only_from(fn, f"triton.runtime.build.{name}", frozenset(callers), knobs)
+            id(fn): self.only_from(fn, f"triton.runtime.build.{name}", knobs)
             for name in BUILD_HELPERS
             if (fn := getattr(build, name, None)) is not None
         }
@@ -139,20 +151,18 @@ class NativeGuard:
                     if id(value) in wrapped:
                         setattr(module, attribute, wrapped[id(value)])
 
-    def only_from(self, helper, name: str, callers: frozenset, knobs):
+    def only_from(self, helper, name: str, knobs):
+        """`helper` for Triton's build and driver code alone, with Triton's own compiler."""
+
         def guarded(*args, **kwargs):
-            if sys._getframe(1).f_code.co_filename not in callers:
+            if sys._getframe(1).f_code.co_filename not in self.triton_builders:
                 refuse(name)
             if knobs.build.impl is not None:
                 refuse("triton.knobs.build.impl (Triton's C compiler replaced)")
             for variable, value in self.compiler.items():
                 if os.environ.get(variable) != value:
                     refuse(f"the {variable} environment variable (Triton's C compiler changed)")
-            self.building += 1
-            try:
-                return helper(*args, **kwargs)
-            finally:
-                self.building -= 1
+            return helper(*args, **kwargs)
 
         return guarded
 

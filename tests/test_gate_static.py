@@ -190,9 +190,11 @@ def test_native_code_and_tritons_build_internals_are_refused(softmax, line, head
         ("p = driver.active.utils.get_device_properties(0)['max_shared_mem']",
          "from triton.runtime import driver"),  # fmt: skip
         ("t = triton.runtime.driver.active.get_current_target()", ""),
+        ("d = triton.runtime.driver.active.get_active_torch_device()", ""),
+        ("pass", "from triton.compiler.errors import CompilationError"),
     ],
 )
-def test_reading_the_devices_properties_through_tritons_driver_is_allowed(softmax, line, header):
+def test_tritons_device_queries_and_exceptions_are_allowed(softmax, line, header):
     assert static_check(softmax, with_forward_line(line, header)) is None
 
 

@@ -61,10 +61,11 @@ TRITON_NATIVE_ENTRY_POINTS = frozenset(
     "compile_module_from_src compile_module_from_file compile_so_from_src compile_so_from_file "
     "load_binary launcher_cls make_launcher".split()
 )
-# Of Triton's driver, what reads the device's properties (and the paths that lead to it).
-TRITON_DRIVER_QUERIES = frozenset(
+# What of those reads the device's properties or names exceptions, as Triton's tutorials do.
+TRITON_QUERIES = frozenset(
     "runtime.driver.active.utils.get_device_properties runtime.driver.active.get_current_device "
-    "runtime.driver.active.get_current_target".split()
+    "runtime.driver.active.get_current_target runtime.driver.active.get_active_torch_device "
+    "compiler.errors".split()
 )
 # `operator` members that look attributes up by strings the syntax tree cannot follow.
 HIDDEN_LOOKUPS = frozenset("attrgetter methodcaller".split())
@@ -305,7 +306,7 @@ def _forbidden_path(path: str) -> str | None:
 
 def _native_path(path: str, inner: bool) -> str | None:
     """Why a dotted path reaches native code, or None. An `inner` path leads on to a longer one,
-    judged in its turn: `triton.runtime.driver` is allowed on the way to a driver query."""
+    judged in its turn: `triton.runtime.driver` is allowed on the way to a query."""
     parts = path.split(".")
     reached = next((p for p in parts if p in NATIVE_CODE_MODULES), None)
     if reached:
@@ -314,9 +315,9 @@ def _native_path(path: str, inner: bool) -> str | None:
     if parts[0] != "triton" or len(parts) == 1:
         return None
     member = ".".join(parts[1:])
-    if member in TRITON_DRIVER_QUERIES:
+    if any(member == q or member.startswith(q + ".") for q in TRITON_QUERIES):
         return None
-    if inner and any(q.startswith(member + ".") for q in TRITON_DRIVER_QUERIES):
+    if inner and any(q.startswith(member + ".") for q in TRITON_QUERIES):
         return None
     if _reaches(parts, FORBIDDEN_TRITON):
         return f"`{path}` reaches Triton's build, driver, loader or compiler internals"

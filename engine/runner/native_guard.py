@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import sysconfig
+from typing import NoReturn
 
 # Modules whose use is native code or raw memory.
 NATIVE_MODULES = frozenset("ctypes _ctypes cffi _cffi_backend mmap".split())
@@ -47,7 +48,7 @@ class NativeCodeRefused(PermissionError):
     """Raised where candidate code reached native code."""
 
 
-def refuse(what: str):
+def refuse(what: str) -> NoReturn:
     REFUSED[what] = None
     raise NativeCodeRefused(
         f"{what} is refused: a candidate's work runs in Triton kernels, never in native code it "

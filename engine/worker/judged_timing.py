@@ -212,7 +212,8 @@ class JudgeClock:
 
     def verify_timed(self, set_index: int, host: float) -> None:
         """Check the last timed call's output; its fetch's time counts as the call's."""
-        self.seen += self.check_fetch(self.verify(set_index) - self.calibration[1], host)
+        _, fetch_overhead, _ = self.calibration
+        self.seen += self.check_fetch(self.verify(set_index) - fetch_overhead, host)
 
     def shift(self) -> None:
         """New contents at new addresses for every input set, in the runner and the judge."""

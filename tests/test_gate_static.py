@@ -126,10 +126,8 @@ def test_triton_dot_and_weight_modules_are_not_replaced_calls():
         ("p = os.popen('id')", "import os"),
         ("os.abort()", "import os"),
         ("pass", "from os import execv"),
-        ("pass", "import ctypes"),
         ("pass", "import socket"),
         ("pass", "from multiprocessing import Process"),
-        ("pass", "import importlib"),
         ("pass", "import urllib.request"),
         ("pass", "import numpy"),
         ("m = __import__('socket')", ""),
@@ -144,12 +142,60 @@ def test_triton_dot_and_weight_modules_are_not_replaced_calls():
         ("x = torch._C._nn.gelu(x)", ""),
         ("torch.backends.cuda.matmul.allow_tf32 = True", ""),
         ("f = torch.compile(lambda t: t)", ""),
+        ("f = torch.cuda.jiterator._create_jit_fn('')", ""),
+        ("f = torch.cuda._compile_kernel", ""),
+        ("f = functools.reduce(getattr, ['runtime', 'build'], triton)", "import functools"),
+        ("f = operator.attrgetter('runtime.build')(triton)", "import operator"),
     ],
 )
 def test_forbidden(softmax, line, header):
     rejection = static_check(softmax, with_forward_line(line, header))
     assert rejection.reason == "forbidden_import", (line, rejection)
     assert rejection.message.startswith("line ")
+
+
+@pytest.mark.parametrize(
+    "line, header",
+    [
+        ("pass", "import ctypes"),
+        ("pass", "import importlib"),
+        ("lib = torch.ctypes.CDLL(None)", ""),  # torch imported ctypes: the same module
+        ("c = torch.cuda.memory.ctypes", ""),
+        ("m = triton.runtime.build.compile_module_from_src('', 'm')", ""),
+        ("pass", "from triton.runtime.build import _build"),
+        ("pass", "from triton.runtime import build"),
+        ("f = getattr(triton.runtime.build, 'compile_so_from_src')", ""),
+        ("rt = triton.runtime\n        rt.build.compile_module_from_file('x.c', 'm')", ""),
+        ("u = triton.runtime.driver.active.utils", ""),
+        ("f = triton.runtime.driver.active.utils.load_binary", ""),
+        ("d = driver", "from triton.runtime import driver"),
+        ("triton.knobs.build.impl = print", ""),
+        ("c = triton.compiler.compile", ""),
+        ("pass", "import triton._C.libtriton"),
+        ("pass", "from triton.backends.nvidia import driver"),
+    ],
+)
+def test_native_code_and_tritons_build_internals_are_refused(softmax, line, header):
+    """Issue 35: Triton's build, driver, loader and compiler internals, and ctypes, cffi and the
+    import machinery by any path or attribute name (`torch.ctypes` passed before)."""
+    rejection = static_check(softmax, with_forward_line(line, header))
+    assert rejection is not None and rejection.reason == "native_code", (line, rejection)
+    assert rejection.message.startswith("line ")
+
+
+@pytest.mark.parametrize(
+    "line, header",
+    [
+        ("p = triton.runtime.driver.active.utils.get_device_properties(0)", ""),
+        ("p = driver.active.utils.get_device_properties(0)['max_shared_mem']",
+         "from triton.runtime import driver"),  # fmt: skip
+        ("t = triton.runtime.driver.active.get_current_target()", ""),
+        ("d = triton.runtime.driver.active.get_active_torch_device()", ""),
+        ("pass", "from triton.compiler.errors import CompilationError"),
+    ],
+)
+def test_tritons_device_queries_and_exceptions_are_allowed(softmax, line, header):
+    assert static_check(softmax, with_forward_line(line, header)) is None
 
 
 def test_harmless_os_and_math_are_allowed(softmax):

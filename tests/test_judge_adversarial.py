@@ -2,8 +2,12 @@
 real sandboxed runner (the engine's static rules are skipped, so the runtime protection is what
 is tested), and each test fails if the protection it names is removed."""
 
+import base64
 import os
+import shutil
 import socket
+import subprocess
+import sysconfig
 import threading
 import uuid
 from pathlib import Path
@@ -28,6 +32,7 @@ TIMING = {
     "interleave": True,
 }
 SLEEP_S = "0.4"  # a slow kernel: well beyond the cpu backend's timing noise allowance
+MEMO_SLEEP_S = "0.05"  # the work a memo saves: far longer than answering from memory
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +206,43 @@ def test_an_allowed_torch_op_passes_and_others_still_fail(backend, softmax):
     assert not backend.judge(softmax, attacks.TORCH_MATH, [softmax.size("tiny")], **request).passed
 
 
+# --- no native code
+@pytest.fixture(scope="module")
+def native_library(tmp_path_factory) -> str:
+    """The attacks' C softmax built here (a cpu runner can start no compiler), in base64."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the attack's library")
+    folder = tmp_path_factory.mktemp("native")
+    (folder / "softmax.c").write_text(attacks.NATIVE_SOFTMAX_C)
+    include = sysconfig.get_paths()["include"]
+    subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(folder / "softmax.c"),
+                    "-o", str(folder / "softmax.so"), "-lm"], check=True)  # fmt: skip
+    return base64.b64encode((folder / "softmax.so").read_bytes()).decode()
+
+
+@pytest.mark.parametrize("loader", sorted(attacks.NATIVE_LOADERS))
+def test_native_code_doing_the_work_is_rejected(backend, softmax, native_library, loader):
+    """A library the candidate wrote, loaded through ctypes (imported, or reached through torch)
+    or through Triton's loader, computes the softmax: right, and not a Triton kernel."""
+    attack = fill(attacks.LOADS_NATIVE_CODE[loader], SO_B64=native_library)
+    result = judge(backend, softmax, attack)
+    assert result.reason == "native_code", result.message
+
+
+def test_tritons_build_helpers_are_refused(backend, softmax):
+    attack = fill(attacks.BUILDS_WITH_TRITONS_HELPER, NATIVE_C=repr(attacks.NATIVE_SOFTMAX_C))
+    result = judge(backend, softmax, attack)
+    assert result.reason == "native_code", result.message
+    assert "triton.runtime.build.compile_module_from_src" in result.message
+
+
+def test_a_refusal_the_candidate_caught_still_rejects_it(backend, softmax):
+    result = judge(backend, softmax, attacks.TRIES_NATIVE_CODE_QUIETLY)
+    assert result.reason == "native_code", result.message
+    assert "ctypes.dlopen" in result.message
+
+
 # --- timing the candidate cannot flatter
 def test_figures_the_judges_clock_does_not_see_are_tampering(backend, softmax):
     result = judge(backend, softmax, fill(attacks.FORGES_ITS_FIGURES, SLEEP_S=SLEEP_S), TIMING)
@@ -258,6 +300,27 @@ def test_memoising_by_address_gains_nothing(backend, softmax):
     result = judge(backend, softmax, attacks.MEMOISES_BY_ADDRESS, timing)
     assert result.reason == "stale_output", result.message
     assert "timed call" in result.message
+
+
+@pytest.mark.parametrize("key", sorted(attacks.IDENTITY_KEYS))
+def test_no_timed_call_is_answered_from_a_memo_of_the_inputs_identity(backend, softmax, key):
+    """The warm-up's inputs are never timed, and each rotation's are new contents at new
+    addresses: a cache keyed on the input's address, storage or object and its version counter
+    answers no timed call (it answered those the warm-up covered)."""
+    attack = fill(attacks.MEMOISES_BY_IDENTITY, KEY=attacks.IDENTITY_KEYS[key],
+                  SLEEP_S=MEMO_SLEEP_S)  # fmt: skip
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 4})
+    assert result.passed, result.message
+    assert min(result.timings[0].samples_ms) >= 1000 * float(MEMO_SLEEP_S)
+
+
+def test_outputs_computed_outside_the_timed_calls_are_tampering(backend, softmax):
+    """Outputs computed while the runner holds the inputs untimed (the warm-up, a change of
+    inputs) answer every timed call; calls whose inputs change inside the bracket cannot be."""
+    attack = fill(attacks.PRECOMPUTES_OUTSIDE_TIMED_CALLS, SLEEP_S=MEMO_SLEEP_S)
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 4})
+    assert result.reason == "timing_tampered", result.message
+    assert "first saw inside the timed call" in result.message
 
 
 # --- no leaks

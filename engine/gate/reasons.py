@@ -11,6 +11,7 @@ REASONS = {
     "no_triton_kernel": "no @triton.jit kernel is launched, so the work is not done in Triton",
     "calls_replaced_operator": "it calls the PyTorch operator that it is meant to replace",
     "forbidden_import": "it reaches processes, the shell, the network, raw memory or dynamic code",
+    "native_code": "it builds or loads native code (Triton's build helpers, ctypes, a library)",
     "compile_error": "importing the module or compiling its first kernel failed",
     "launch_error": "a run raised an exception",
     "timeout": "compiling or running took longer than the hard deadline",

@@ -1,7 +1,8 @@
 """The cheap half of the gate, on the engine side: reads the candidate's AST, never runs it.
 
 Run-time tricks that a syntax tree cannot see (`x / y` on tensors, `getattr` chains, operators
-reached through modules) are caught again in the worker by engine.gate.correctness.
+reached through modules, native code reached through values) are caught again in the worker and
+its runner (engine.gate.correctness, engine.runner.native_guard).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ALLOWED_MEMBERS = {
 # or change the reference's precision behind its back.
 FORBIDDEN_TORCH = frozenset(
     "ops library classes utils hub compile jit load save multiprocessing distributed backends "
-    "set_float32_matmul_precision cuda.nccl".split()
+    "set_float32_matmul_precision cuda.nccl cuda.jiterator".split()
 )
 # `torch.utils` is mostly harmless; only these submodules are.
 ALLOWED_TORCH_UTILS = frozenset("data checkpoint".split())
@@ -46,6 +47,28 @@ ATTRIBUTE_BUILTINS = frozenset("getattr setattr delattr hasattr".split())
 BUILTIN_METHOD_NAMES = frozenset(
     name for t in (set, list, dict, str, tuple, int, float) for name in dir(t)
 )
+# Modules that load native code or reach raw memory, wherever a path or an attribute names them
+# (`torch.ctypes` is ctypes: torch imported it).
+NATIVE_CODE_MODULES = frozenset("ctypes _ctypes cffi _cffi_backend mmap importlib _imp imp".split())
+# Triton's members that build, load or launch native code, redirect its compilers or write its
+# cache: a candidate's kernels are compiled and launched by Triton itself.
+FORBIDDEN_TRITON = frozenset(
+    "runtime.build runtime.driver runtime.cache backends compiler tools knobs profiler "
+    "instrumentation plugins".split()
+)
+# Triton's native build, load and launch entry points, by name, whatever they are reached from.
+TRITON_NATIVE_ENTRY_POINTS = frozenset(
+    "compile_module_from_src compile_module_from_file compile_so_from_src compile_so_from_file "
+    "load_binary launcher_cls make_launcher".split()
+)
+# What of those reads the device's properties or names exceptions, as Triton's tutorials do.
+TRITON_QUERIES = frozenset(
+    "runtime.driver.active.utils.get_device_properties runtime.driver.active.get_current_device "
+    "runtime.driver.active.get_current_target runtime.driver.active.get_active_torch_device "
+    "compiler.errors".split()
+)
+# `operator` members that look attributes up by strings the syntax tree cannot follow.
+HIDDEN_LOOKUPS = frozenset("attrgetter methodcaller".split())
 TRITON_DECORATORS = frozenset(
     "triton.jit triton.autotune triton.heuristics triton.runtime.jit.jit".split()
 )
@@ -120,6 +143,9 @@ class _Scan:
         self.in_kernel = {
             id(inner) for k in self.kernels.values() for inner in ast.walk(k) if inner is not k
         }
+        # nodes that a longer attribute chain goes on from, and nodes that are called
+        self.inner = {id(n.value) for n in self.nodes if isinstance(n, ast.Attribute)}
+        self.called = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)}
 
     def resolve(self, node) -> str | None:
         """The dotted path an expression names through the imports (`F.softmax` ->
@@ -135,13 +161,26 @@ class _Scan:
 
     def forbidden(self) -> Rejection | None:
         for node, name in self.imports:
-            reason = _forbidden_path(name)
-            if reason:
-                return _reject_forbidden(node, reason)
+            native, reason = _native_path(name, inner=True), _forbidden_path(name)
+            if native or reason:
+                return _reject(node, "native_code" if native else "forbidden_import",
+                               native or reason)  # fmt: skip
         for node in self.nodes:
-            reason = self._forbidden_node(node)
-            if reason:
-                return _reject_forbidden(node, reason)
+            native, reason = self._native_node(node), self._forbidden_node(node)
+            if native or reason:
+                return _reject(node, "native_code" if native else "forbidden_import",
+                               native or reason)  # fmt: skip
+        return None
+
+    def _native_node(self, node) -> str | None:
+        """Native code an attribute reaches by its name (whatever it is reached from), or a path
+        through the imports reaches."""
+        name = node.attr if isinstance(node, ast.Attribute) else _constant_getattr(node)
+        if name in NATIVE_CODE_MODULES or name in TRITON_NATIVE_ENTRY_POINTS:
+            return f"`{name}` loads or launches native code"
+        if isinstance(node, ast.Attribute | ast.Name) or name is not None:
+            path = self.resolve(node)
+            return _native_path(path, id(node) in self.inner) if path else None
         return None
 
     def _forbidden_node(self, node) -> str | None:
@@ -149,6 +188,9 @@ class _Scan:
             return f"`{node.attr}` reaches interpreter internals"
         if isinstance(node, ast.Name) and node.id == "__builtins__":
             return "`__builtins__` reaches interpreter internals"
+        if (isinstance(node, ast.Name) and node.id in ATTRIBUTE_BUILTINS
+                and id(node) not in self.called and node.id not in self.aliases):  # fmt: skip
+            return f"`{node.id}` passed on as a value hides what it reaches"
         if isinstance(node, ast.Attribute | ast.Name):
             path = self.resolve(node)
             return _forbidden_path(path) if path else None
@@ -218,6 +260,25 @@ class _Scan:
         return name
 
 
+def _private(parts: list[str]) -> bool:
+    return any(p.startswith("_") and not p.startswith("__") for p in parts)
+
+
+def _reaches(parts: list[str], members: frozenset[str]) -> bool:
+    """Whether a path below its root (`torch.cuda.nccl` -> cuda, cuda.nccl) is among `members`,
+    or private."""
+    return parts[1] in members or ".".join(parts[1:3]) in members or _private(parts[1:])
+
+
+def _constant_getattr(node) -> str | None:
+    """The attribute name of `getattr(x, "name")`, or None for anything else."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)):  # fmt: skip
+        return node.args[1].value
+    return None
+
+
 def _forbidden_path(path: str) -> str | None:
     """Why an imported dotted path is off limits, or None."""
     parts = path.split(".")
@@ -227,14 +288,15 @@ def _forbidden_path(path: str) -> str | None:
         return f"imports `{path}`; a candidate may import only {allowed}"
     if root in ALLOWED_MEMBERS and len(parts) > 1 and parts[1] not in ALLOWED_MEMBERS[root]:
         return f"`{path}` reaches processes, files or the interpreter's internals"
+    if root == "operator" and len(parts) > 1 and parts[1] in HIDDEN_LOOKUPS:
+        return f"`{path}` looks attributes up by strings, which hides what it reaches"
     if root == "torch" and len(parts) > 1:
         member = parts[1]
-        private = member.startswith("_") and not member.startswith("__")
         if member == "utils" and len(parts) > 2 and parts[2] in ALLOWED_TORCH_UTILS:
             return None
         if member == "utils" and len(parts) == 2:
             return None
-        if private or member in FORBIDDEN_TORCH or ".".join(parts[1:3]) in FORBIDDEN_TORCH:
+        if _reaches(parts, FORBIDDEN_TORCH):
             return (
                 f"`{path}` bypasses the operator check, loads native code, touches files or "
                 "changes PyTorch's precision settings"
@@ -242,11 +304,32 @@ def _forbidden_path(path: str) -> str | None:
     return None
 
 
-def _reject_forbidden(node, reason: str) -> Rejection:
-    return Rejection(
-        "forbidden_import",
-        f"line {node.lineno}: {reason}; remove it (candidates compute with torch and triton only)",
-    )
+def _native_path(path: str, inner: bool) -> str | None:
+    """Why a dotted path reaches native code, or None. An `inner` path leads on to a longer one,
+    judged in its turn: `triton.runtime.driver` is allowed on the way to a query."""
+    parts = path.split(".")
+    reached = next((p for p in parts if p in NATIVE_CODE_MODULES), None)
+    if reached:
+        through = "" if path == reached else f" (through `{reached}`)"
+        return f"`{path}`{through} loads native code or reaches raw memory"
+    if parts[0] != "triton" or len(parts) == 1:
+        return None
+    member = ".".join(parts[1:])
+    if any(member == q or member.startswith(q + ".") for q in TRITON_QUERIES):
+        return None
+    if inner and any(q.startswith(member + ".") for q in TRITON_QUERIES):
+        return None
+    if _reaches(parts, FORBIDDEN_TRITON):
+        return f"`{path}` reaches Triton's build, driver, loader or compiler internals"
+    return None
+
+
+def _reject(node, reason: str, why: str) -> Rejection:
+    remedy = {
+        "forbidden_import": "candidates compute with torch and triton only",
+        "native_code": "candidates compute in @triton.jit kernels that Triton launches",
+    }[reason]
+    return Rejection(reason, f"line {node.lineno}: {why}; remove it ({remedy})")
 
 
 def _params(fn: ast.FunctionDef | None) -> list[tuple[str, bool]]:

@@ -12,6 +12,7 @@ import traceback
 
 import torch
 
+from . import native_guard
 from .calls import build_model_new
 from .cuda_share import Shared
 from .exchange import (
@@ -23,6 +24,7 @@ from .exchange import (
     read_tensor,
     write_tensor,
 )
+from .fresh_inputs import InputRotation
 from .guards import guarded_call
 from .timer import Bracket, noop
 
@@ -64,6 +66,7 @@ class RunnerSession:
         self.model = None
         self.candidate_file = ""
         self.input_sets: list[list] = []
+        self.rotation = InputRotation(self.input_sets)
         self.last_output = None
 
     def handle(self, message: dict) -> dict:
@@ -79,9 +82,12 @@ class RunnerSession:
                 }
             }
         try:
-            return handler(message)
+            reply = handler(message)
         except BaseException as exc:  # every failure of the candidate is the judge's to classify
-            return {"error": describe_error(exc, self.candidate_file)}
+            reply = {"error": describe_error(exc, self.candidate_file)}
+        if native_guard.REFUSED:  # even where the candidate caught the refusal
+            reply["native_code"] = list(native_guard.REFUSED)
+        return reply
 
     def op_noop(self, message: dict) -> dict:
         """A bracketed call of nothing, before any candidate code exists here: with a fetch after
@@ -91,7 +97,9 @@ class RunnerSession:
         return {"event_ms": event, "host_ms": host}
 
     def op_load(self, message: dict) -> dict:
-        """Import the candidate (this compiles nothing yet: Triton compiles at first launch)."""
+        """Import the candidate (this compiles nothing yet: Triton compiles at first launch), with
+        the native-code guards armed first."""
+        native_guard.arm()
         source = message["source"]
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         self.candidate_file = os.path.join(self.exchange, f"candidate_{digest}.py")
@@ -208,6 +216,7 @@ class RunnerSession:
         self.input_sets = [
             decode_values(self.exchange, s, self.device, imported=imported) for s in message["sets"]
         ]
+        self.rotation = InputRotation(self.input_sets)
         with torch.no_grad():
             for r in range(message["warmup"]):
                 self.last_output = self.model(*self.input_sets[r % len(self.input_sets)])
@@ -218,13 +227,20 @@ class RunnerSession:
         return {"ok": True}
 
     def op_rep(self, message: dict) -> dict:
+        """One timed call on input set `set`; with `fresh`, the set is first given new contents
+        inside the timed bracket (the judge's check that the call does the work)."""
         # The last output goes before the call, as the judge's reference output does: held, its
         # memory could not serve the call's own output.
         self.last_output = None
+        k, fresh = message["set"], message.get("fresh")
+
+        def call():
+            if fresh is not None:
+                self.rotation.shift_set(k, fresh)
+            return self.model(*self.input_sets[k])
+
         with torch.no_grad():
-            event, host, self.last_output = self.bracket.rep(
-                self.model, self.input_sets[message["set"]]
-            )
+            event, host, self.last_output = self.bracket.rep(call, ())
         return {"event_ms": event, "host_ms": host}
 
     def op_fetch(self, message: dict) -> dict:
@@ -237,8 +253,11 @@ class RunnerSession:
         return {"outputs": self._write_outputs(picked, message["tag"])}
 
     def op_shift(self, message: dict) -> dict:
-        """New contents for every float input at the same addresses (see shift_inputs)."""
-        shift_inputs(self.input_sets, message["shift"])
+        """New contents at new addresses for every float input (engine.runner.fresh_inputs),
+        done before the reply: none of it spills into the next timed command."""
+        self.rotation.shift(message["shift"])
+        if self.device == "cuda":
+            torch.cuda.synchronize()
         return {"ok": True}
 
 
@@ -250,12 +269,3 @@ def gather_flat(tensor: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     if tensor.dim() == 0:
         return tensor.reshape(1)[flat]
     return tensor[torch.unravel_index(flat, tensor.shape)]
-
-
-def shift_inputs(input_sets: list[list], shift: int) -> None:
-    """Roll the flat elements of every floating-point input in place by `shift`: the values keep
-    their distribution, every position's content changes, and the judge can do the same."""
-    for args in input_sets:
-        for x in args:
-            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 1:
-                x.copy_(x.reshape(-1).roll(shift).view_as(x))

@@ -21,6 +21,19 @@ def sanitize(text: object, limit: int = MESSAGE_LIMIT) -> str:
     return clean if len(clean) <= limit else clean[: limit - 14] + " [...truncated]"
 
 
+def classify_reply(reply: dict, phase: str) -> tuple[str, str] | None:
+    """(reason, message) for a reply that rejects the candidate (native code the runner refused,
+    even where the candidate caught the refusal; an error), or None."""
+    refused = reply.get("native_code")
+    if refused:
+        what = sanitize(", ".join(map(str, refused)) if isinstance(refused, list) else refused, 600)
+        return "native_code", (
+            f"the runner refused native code the candidate reached: {what}. Candidates compute in "
+            "@triton.jit kernels that Triton compiles and launches; they build and load nothing"
+        )
+    return classify_error(reply["error"], phase) if "error" in reply else None
+
+
 def classify_error(error: dict, phase: str) -> tuple[str, str]:
     """(reason, message) for an exception the runner described in `phase`."""
     if not isinstance(error, dict):
@@ -37,6 +50,8 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
         )
     if any(m in text for m in FATAL_CUDA_MARKERS):
         return "launch_error", f"{text}{where}"
+    if error.get("type") == "NativeCodeRefused":
+        return "native_code", f"{text}{where}"
     if phase == "compile" and error.get("triton") is True:
         return "compile_error", f"Triton could not compile the kernel: {text}{where}"
     if phase == "compile" and error.get("type") in (

@@ -39,7 +39,7 @@ from engine.runner.exchange import ExchangeError, decode_values, encode_values, 
 from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
 from engine.worker.failures import (
     classify_death,
-    classify_error,
+    classify_reply,
     judge_ran_out_of_memory,
     sanitize,
 )
@@ -97,8 +97,9 @@ class Evaluation:
     def ask(self, message: dict, what: str) -> dict:
         """One runner command under the current phase's deadline; an error reply rejects."""
         reply = self.runner.request(self.outgoing(message), self.deadlines[self.phase], what)
-        if "error" in reply:
-            raise CandidateRejected(*classify_error(reply["error"], self.phase))
+        rejected = classify_reply(reply, self.phase)
+        if rejected:
+            raise CandidateRejected(*rejected)
         return reply
 
     @contextlib.contextmanager

@@ -8,8 +8,12 @@ runner's figures against its own clock, which no candidate can touch:
 - after randomly chosen repetitions the judge asks for the output at random positions (chosen
   after the call) and checks them against its reference: a call that skipped its work, or a
   memoised output, fails; the fetch's time counts as the call's, so work deferred to it shows;
-- between rotations of the input sets every float input is rolled to new contents in place, so
-  a cache keyed by address or by a sample of elements gains nothing;
+- the warm-up's inputs are never timed, and between rotations of the input sets every float input
+  gets new contents at a new address (engine.runner.fresh_inputs), in the runner and the judge
+  alike: no timed call's inputs repeat an earlier call's, so no kept output answers one;
+- a few timed calls get their inputs' new contents inside the timed bracket, where no output can
+  be ready for them: timed calls much cheaper than those were answered from outputs computed
+  outside them (while the runner held the inputs, untimed), which is `timing_tampered`;
 - the judge's clock must account for the runner's figures: time it saw beyond them and beyond
   the calibrated overhead, more than noise allows, is `timing_tampered`.
 """
@@ -29,9 +33,9 @@ from engine.gate.correctness import (
     reference_float64,
 )
 from engine.gate.precision import gate_tolerance
-from engine.runner.session import shift_inputs
+from engine.runner.fresh_inputs import InputRotation
 from engine.runner.timer import Bracket, collector_paused, noop
-from engine.worker.failures import classify_error
+from engine.worker.failures import classify_reply
 
 CALIBRATION_REPS = 8
 # Positions of each output checked after a verified repetition: runs of contiguous elements at
@@ -58,6 +62,10 @@ EVENT_AFTER_HOST_MS = 0.05  # CUDA events lie inside the host bracket, up to clo
 # samples count: a call that defers its work there is caught for certain, and one that does not
 # is timed honestly.
 VERIFIED_PER_SLOW_FETCH = 8
+# Timed calls per size whose inputs change inside the bracket (each verified), and the share of
+# the cheapest one's work (its time less the judge's own time for the change) below which the
+# median timed call cannot be honest: a call cannot cost less than half of the same call.
+WORK_PROBES, WORK_SHARE = 2, 0.5
 
 
 class SlowFetch(CandidateRejected):
@@ -82,6 +90,7 @@ class JudgeClock:
         self.runner = job.runner
         self.model = model
         self.input_sets = input_sets
+        self.rotation = InputRotation(input_sets)
         self.timing = timing
         self.rng = random.Random(timing["seed"] * 7919 + 17)
         self.bracket = Bracket(job.device)
@@ -93,8 +102,9 @@ class JudgeClock:
             torch.cuda.synchronize()
         message = self.job.outgoing(message)  # shared memory travels before the clock starts
         reply, wall = self.runner.timed_request(message, self.job.deadlines["time"], what)
-        if "error" in reply:
-            raise CandidateRejected(*classify_error(reply["error"], "time"))
+        rejected = classify_reply(reply, "time")
+        if rejected:
+            raise CandidateRejected(*rejected)
         return reply, wall
 
     def fetch_message(self, numel: int) -> dict:
@@ -157,14 +167,15 @@ class JudgeClock:
                 return self.repetitions(verify_all=True)
 
     def repetitions(self, verify_all: bool = False) -> dict:
-        runner_overhead, fetch_overhead, runner_sync = self.calibration
         judge_sync = judge_sync_overhead(self.bracket)
         reps, sets = self.timing["reps"], len(self.input_sets)
         verified = set(self.rng.sample(range(reps), min(reps, max(2, reps // 4))))
         if verify_all:
             verified = set(range(reps))
         self.slow_fetches, self.slow_fetches_tolerated = 0, len(verified) // VERIFIED_PER_SLOW_FETCH
-        cand, ref, claimed, seen = [], [], 0.0, 0.0
+        self.claimed, self.seen = 0.0, 0.0
+        cand, ref = [], []
+        self.shift()  # the warm-up's inputs are never timed
         for r in range(reps):
             k = r % sets
             for who in ("cand", "ref") if r % 2 == 0 else ("ref", "cand"):
@@ -173,29 +184,64 @@ class JudgeClock:
                         event, host, _ = self.bracket.rep(self.model, self.input_sets[k])
                     ref.append(max(event, host - judge_sync))
                     continue
-                reply, wall = self.request({"op": "rep", "set": k}, "one timed call")
-                event, host = _number(reply, "event_ms"), _number(reply, "host_ms")
-                if event > host + EVENT_AFTER_HOST_MS:
-                    raise CandidateRejected(
-                        "timing_tampered",
-                        f"the runner's event time {event:.4g} ms exceeds its own host bracket "
-                        f"{host:.4g} ms",
-                    )
-                cand.append(max(event, host - runner_sync))
-                claimed += host
-                seen += wall - runner_overhead
+                sample, host = self.timed_call({"op": "rep", "set": k})
+                cand.append(sample)
                 if r in verified:
-                    seen += self.check_fetch(self.verify(k) - fetch_overhead, host)
+                    self.verify_timed(k, host)
             if k == sets - 1 and r < reps - 1:
                 self.shift()
-        self.check_accounting(claimed, seen, reps)
+        self.check_work(cand, judge_sync)
+        self.check_accounting(self.claimed, self.seen, reps + WORK_PROBES)
         return {"cand": cand, "ref": ref}
 
+    def timed_call(self, message: dict) -> tuple[float, float]:
+        """One timed call in the runner, counted by the accounting: (its sample, its host
+        figure)."""
+        runner_overhead, _, runner_sync = self.calibration
+        reply, wall = self.request(message, "one timed call")
+        event, host = _number(reply, "event_ms"), _number(reply, "host_ms")
+        if event > host + EVENT_AFTER_HOST_MS:
+            raise CandidateRejected(
+                "timing_tampered",
+                f"the runner's event time {event:.4g} ms exceeds its own host bracket "
+                f"{host:.4g} ms",
+            )
+        self.claimed += host
+        self.seen += wall - runner_overhead
+        return max(event, host - runner_sync), host
+
+    def verify_timed(self, set_index: int, host: float) -> None:
+        """Check the last timed call's output; its fetch's time counts as the call's."""
+        _, fetch_overhead, _ = self.calibration
+        self.seen += self.check_fetch(self.verify(set_index) - fetch_overhead, host)
+
     def shift(self) -> None:
-        """New contents for every input set, in the runner and in the judge alike."""
+        """New contents at new addresses for every input set, in the runner and the judge."""
         shift = self.rng.randrange(1, 1 << 30)
         self.request({"op": "shift", "shift": shift}, "changing the inputs")
-        shift_inputs(self.input_sets, shift)
+        self.rotation.shift(shift)
+
+    def check_work(self, cand: list[float], judge_sync: float) -> None:
+        """Timed calls whose inputs get new contents inside the bracket, where no output can be
+        ready for them, each less the judge's own time for the change: the median timed call
+        costing less than a share of the cheapest of them was answered from outputs computed
+        outside the timed calls."""
+        work = []
+        for i in range(WORK_PROBES):
+            k, fresh = i % len(self.input_sets), self.rng.randrange(1, 1 << 30)
+            sample, host = self.timed_call({"op": "rep", "set": k, "fresh": fresh})
+            _, change, _ = self.bracket.rep(self.rotation.shift_set, (k, fresh))
+            self.verify_timed(k, host)
+            work.append(sample - max(0.0, change - judge_sync))
+        floor = WORK_SHARE * min(work) - self.noise["per_call"]
+        median = statistics.median(cand)
+        if median < floor:
+            raise CandidateRejected(
+                "timing_tampered",
+                f"the timed calls took {median:.3g} ms (median), a call on inputs it first saw "
+                f"inside the timed call {min(work):.3g} ms: outputs were computed outside the "
+                "timed calls or kept from earlier ones; compute each call's output inside it",
+            )
 
     def check_fetch(self, fetched: float, host: float) -> float:
         """A fetch costs what a no-op's fetch costs: more, beyond the hiccups tolerated, means

@@ -133,18 +133,18 @@ SIGNALS_THE_ENGINE = candidate("""
     return launch(x)
 """)
 # --- what a runner could try against the template it was forked from and the runners after it
+# (ptrace needs ctypes, which the runner refuses a candidate: tests/test_worker_sandbox.py tries it)
 REACHES_FOR_THE_TEMPLATE = candidate("""
-    import ctypes, os, signal
+    import os, signal
     template, reached = os.getppid(), []
     attempts = (("kill", lambda: os.kill(template, signal.SIGKILL)),
                 ("memory", lambda: open(f"/proc/{template}/mem", "r+b")),
-                ("session", os.setsid),
-                ("ptrace", lambda: ctypes.CDLL(None).ptrace(16, template, 0, 0) == 0 or 1 / 0))
+                ("session", os.setsid))
     for name, attempt in attempts:
         try:
             attempt()
             reached.append(name)
-        except (OSError, ZeroDivisionError):
+        except OSError:
             pass
     if reached:
         raise RuntimeError(f"reached the template: {reached}")
@@ -321,6 +321,140 @@ MEMOISES_BY_ADDRESS = candidate(
     return self.memo[key]
 """,
     init="self.memo = {}",
+)
+# Memoised on the input's identity (KEY, filled in: the address and version counter, the storage's
+# address, or the object): the input is kept alive so that its address is never reused, a repeated
+# call returns the stored output, and work (SLEEP_S, filled in) makes the honest path slow.
+MEMOISES_BY_IDENTITY = candidate(
+    """
+    import time
+    key = KEY
+    if key not in self.memo:
+        time.sleep(SLEEP_S)
+        self.memo[key] = (x, launch(x))
+    return self.memo[key][1]
+""",
+    init="self.memo = {}",
+)
+IDENTITY_KEYS = {
+    "address_and_version": "(x.data_ptr(), x._version)",
+    "storage_and_version": "(x.untyped_storage().data_ptr(), x._version)",
+    "object_and_version": "(id(x), x._version)",
+}
+# The same cache filled ahead: the runner patched so that whenever new input contents arrive
+# outside a timed call (the warm-up, a change of inputs), the outputs for all of them are computed
+# there, and every timed call is answered from memory.
+PRECOMPUTES_OUTSIDE_TIMED_CALLS = candidate(
+    """
+    import time
+    key = (x.data_ptr(), x._version)
+    if key not in MEMO:
+        time.sleep(SLEEP_S)
+        MEMO[key] = (x, launch(x))
+    return MEMO[key][1]
+""",
+    prelude="""
+    import sys, time
+    MEMO = {}
+    _session = sys.modules["kbrunner.session"].RunnerSession
+
+    def _ahead(real):
+        def patched(self, message):
+            reply = real(self, message)
+            for args in self.input_sets:
+                x = args[0]
+                if (x.data_ptr(), x._version) not in MEMO:
+                    time.sleep(SLEEP_S)
+                    MEMO[(x.data_ptr(), x._version)] = (x, launch(x))
+            return reply
+        return patched
+
+    for _name in ("op_time_begin", "op_shift", "op_fetch"):
+        setattr(_session, _name, _ahead(getattr(_session, _name)))
+""",
+)
+
+# --- native code doing the work (a Triton kernel launched for show): a softmax in C, built by the
+# test into a library that is also a Python extension module (its bytes, base64, fill SO_B64)
+NATIVE_SOFTMAX_C = r"""
+#include <Python.h>
+#include <math.h>
+
+void softmax(long x, long y, long rows, long cols) {
+    for (long r = 0; r < rows; r++) {
+        const float *a = (const float *)x + r * cols;
+        float *b = (float *)y + r * cols;
+        double m = a[0], s = 0;
+        for (long c = 1; c < cols; c++) m = a[c] > m ? a[c] : m;
+        for (long c = 0; c < cols; c++) s += exp(a[c] - m);
+        for (long c = 0; c < cols; c++) b[c] = (float)(exp(a[c] - m) / s);
+    }
+}
+
+static PyObject *py_softmax(PyObject *self, PyObject *args) {
+    long x, y, rows, cols;
+    if (!PyArg_ParseTuple(args, "llll", &x, &y, &rows, &cols)) return NULL;
+    softmax(x, y, rows, cols);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {{"softmax", py_softmax, METH_VARARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "kb_native_softmax", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_kb_native_softmax(void) { return PyModule_Create(&module); }
+"""
+NATIVE_FORWARD = """
+    launch(x)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    NATIVE(x.data_ptr(), y.data_ptr(), x.shape[0], x.shape[1])
+    return y
+"""
+WRITES_THE_LIBRARY = """
+    import base64, os, tempfile
+    _SO = os.path.join(tempfile.gettempdir(), "kb_native_softmax.so")
+    with open(_SO, "wb") as _f:
+        _f.write(base64.b64decode("SO_B64"))
+"""
+# How the library is loaded, each defining NATIVE(x_address, y_address, rows, cols).
+NATIVE_LOADERS = {
+    "ctypes": (
+        "import ctypes\nNATIVE = ctypes.CDLL(_SO).softmax\nNATIVE.argtypes = [ctypes.c_long] * 4"
+    ),
+    "ctypes_reached_through_torch": (
+        "NATIVE = torch.ctypes.CDLL(_SO).softmax\nNATIVE.argtypes = [torch.ctypes.c_long] * 4"
+    ),
+    "importlib": (
+        "from importlib import util\n"
+        "NATIVE = util.module_from_spec(util.spec_from_file_location('kb_native_softmax', _SO))"
+        ".softmax"
+    ),
+    "tritons_loader": (
+        "from triton.runtime.build import _load_module_from_path\n"
+        "NATIVE = _load_module_from_path('kb_native_softmax', _SO).softmax"
+    ),
+}
+LOADS_NATIVE_CODE = {
+    name: candidate(NATIVE_FORWARD, prelude=WRITES_THE_LIBRARY + "\n    " + loader.replace(
+        "\n", "\n    "))
+    for name, loader in NATIVE_LOADERS.items()
+}  # fmt: skip
+# Triton's build helper compiling the same C (NATIVE_C, filled in) in the runner.
+BUILDS_WITH_TRITONS_HELPER = candidate(
+    NATIVE_FORWARD,
+    prelude="""
+    import triton.runtime.build
+    NATIVE = triton.runtime.build.compile_module_from_src(NATIVE_C, "kb_native_softmax").softmax
+""",
+)
+# Refused, the refusal caught, and the work done in Triton after all: still a rejection.
+TRIES_NATIVE_CODE_QUIETLY = candidate(
+    "return launch(x)",
+    prelude="""
+    try:
+        torch.ctypes.CDLL(None)
+    except Exception:
+        pass
+""",
 )
 
 # --- leaks (SECRET_FILE is filled in)

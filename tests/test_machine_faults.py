@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli import kernelbrain
 
 from engine.backends.faults import Backoff, judged
 from engine.backends.local import LocalBackend
@@ -57,7 +58,7 @@ def events(paths: SessionPaths, kind: str) -> list[str]:
 
 
 def test_a_judge_that_cannot_start_pauses_the_search_and_resume_finishes_it(
-    tmp_path, monkeypatch, capsys, no_backoff
+    tmp_path, monkeypatch, no_backoff
 ):
     paths = SessionPaths(tmp_path / "s")
     create_session(paths, SessionSettings("rmsnorm", "cpu", seed=0, limits={"evaluations": 2}))
@@ -85,8 +86,8 @@ def test_a_judge_that_cannot_start_pauses_the_search_and_resume_finishes_it(
     assert MKL_FAILURE in pause and paused["pause_reason"] in pause
     assert "`kernelbrain unpause s`" in pause and "`kernelbrain resume s`" in pause
 
-    status = main(["resume", "s", "--headless", "--sessions-dir", str(tmp_path)])
-    assert status == 0, capsys.readouterr().err
+    resumed = kernelbrain("resume", "s", "--headless", "--sessions-dir", tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
     done = read_snapshot(paths)
     assert (done["state"], done["stop_reason"]) == ("finished", "budget spent: evaluations")
     assert done["pause_reason"] is None and done["ledger"]["evaluations"] == 2
@@ -122,11 +123,16 @@ def test_a_headless_run_says_once_what_failed_and_unpause_goes_on(
     assert done["candidates"][0]["status"] != "rejected"
 
 
-def test_a_sandbox_that_cannot_start_is_a_machine_fault(tmp_path, monkeypatch):
-    bwrap = tmp_path / "bwrap"
+def broken_bwrap(folder: Path) -> str:
+    """A KERNELBRAIN_BWRAP whose sandbox cannot start (the host out of memory)."""
+    bwrap = folder / "bwrap"
     bwrap.write_text(BROKEN_BWRAP)
     bwrap.chmod(0o755)
-    monkeypatch.setenv("KERNELBRAIN_BWRAP", str(bwrap))
+    return str(bwrap)
+
+
+def test_a_sandbox_that_cannot_start_is_a_machine_fault(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELBRAIN_BWRAP", broken_bwrap(tmp_path))
     backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
     try:
         job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
@@ -138,6 +144,20 @@ def test_a_sandbox_that_cannot_start_is_a_machine_fault(tmp_path, monkeypatch):
         assert backend.judge_client.starts == 1  # the judge itself lives on
     finally:
         backend.close()
+
+
+def test_a_bench_stops_where_machine_faults_pause_its_search(tmp_path, monkeypatch, no_backoff):
+    """Waiting would block the bench: it stops, saying what failed, and keeps the session."""
+    monkeypatch.setenv("KERNELBRAIN_BWRAP", broken_bwrap(tmp_path))
+    out = tmp_path / "out"
+    bench = kernelbrain("bench", "rmsnorm", "--backend", "cpu", "--budget-per-problem", "1evals",
+                        "--out", out)  # fmt: skip
+    assert bench.returncode == 2
+    assert "rmsnorm-ladder paused: 3 evaluations in a row failed for the machine" in bench.stderr
+    assert "Cannot allocate memory" in bench.stderr and "the same --out" in bench.stderr
+    paused = read_snapshot(SessionPaths(out / "sessions" / "rmsnorm-ladder"))
+    assert paused["state"] == "paused" and paused["pause_reason"]
+    assert [c["status"] for c in paused["candidates"]] == ["evaluating"]
 
 
 def test_a_candidate_that_crashes_its_runner_again_in_a_fresh_one_is_a_crash():

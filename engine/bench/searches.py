@@ -59,12 +59,10 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
     engine = resume_session(paths)
 
     def step(engine) -> None:
+        if engine.search.schedule.pause_reason:
+            raise BenchError(f"{paths.name} paused: {engine.search.schedule.pause_reason}")
         if on_step is not None:
             on_step(engine)
-        if engine.search.schedule.pause_reason:
-            raise BenchError(f"{paths.name} paused, and the bench stops: the same bench into "
-                             f"the same --out resumes it. "
-                             f"{engine.search.schedule.pause_reason}")  # fmt: skip
 
     try:
         engine.run(on_step=step)

@@ -376,7 +376,7 @@ class Search:
             f"{MACHINE_FAULTS_BEFORE_PAUSE} evaluations in a row failed for the machine, not the "
             f"candidate: {result.message}. Free memory or GPUs (run fewer searches or a lower "
             f"`bench --jobs` here), then `kernelbrain unpause {session}`, or `kernelbrain resume "
-            f"{session}` once no engine holds it"
+            f"{session}` once no engine holds it (a bench's: the same bench into the same --out)"
         )
         self.event(write, "paused", f"search paused: {schedule.pause_reason}")
 

@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field
 CPU_ACTIVITIES = ("compile", "precompile")
 GPU_ACTIVITIES = ("reference", "check", "time", "profile")
 ACTIVITIES = CPU_ACTIVITIES + GPU_ACTIVITIES
+# The reason of a result that judged nothing: the machine failed (a judge or runner that cannot
+# start, memory exhausted, a lost GPU), not the candidate. Never recorded against a candidate.
+MACHINE_FAULT = "machine_fault"
 
 
 def normalized_source(source: str) -> str:
@@ -93,6 +96,11 @@ class EvalResult:
     meaningful: bool = True  # False on the cpu backend: timings mean nothing there
     precision: str = "fp32"  # what the kernel computed in (fp32, tf32, fp16, bf16)
     references: dict = field(default_factory=dict)  # {"banked": n, "computed": n} by the judge
+
+    @property
+    def machine_fault(self) -> bool:
+        """Whether the machine failed before the candidate could be judged (MACHINE_FAULT)."""
+        return self.reason == MACHINE_FAULT
 
     def to_dict(self) -> dict:
         return asdict(self)

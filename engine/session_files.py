@@ -33,6 +33,8 @@ EVENT_KINDS = (
     "rejected",
     "evaluated",
     "rerun",
+    "machine_fault",
+    "paused",
     "census",
     "fidelity",
     "promoted",

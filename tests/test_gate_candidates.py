@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends import local as local_backend
+from engine.backends.faults import Backoff
 from engine.backends.local import LocalBackend
 from engine.cli.check import gate
 from engine.generate.base import GenerationRequest
@@ -189,9 +189,7 @@ def test_timing_without_a_check_holds_the_output_to_the_gates_tolerance(backend,
     assert tight.reason == "stale_output"  # beyond softmax's own 1e-5, timed outputs fail
 
 
-def test_a_judge_short_of_memory_for_its_own_buffers_asks_again_and_blames_no_candidate(
-    tmp_path, monkeypatch
-):
+def test_a_judge_short_of_memory_for_its_own_buffers_asks_again_and_blames_no_candidate(tmp_path):
     unseen = Path(__file__).parent / "problems_unseen" / "relu_below_zero.py"
     relu = load_problem(str(unseen))
     request = GenerationRequest(relu, "coarse", 0, random.Random(0))
@@ -200,12 +198,12 @@ def test_a_judge_short_of_memory_for_its_own_buffers_asks_again_and_blames_no_ca
     hungry.write_text(
         unseen.read_text().replace("return [torch.rand(n)]", "return [torch.empty(1 << 46)]")
     )
-    monkeypatch.setattr(local_backend, "JUDGE_MEMORY_PAUSE_S", 0.1)
-    backend = LocalBackend("cpu")
+    backend = LocalBackend("cpu", backoff=Backoff(first_s=0.1))
     try:
         job = EvalJob("m1", kernel.source, RungSpec(0, ("full",), 1, 2, input_sets=1), seed=1)
         result = backend.evaluate(load_problem(str(hungry)), job)
-        assert result.reason == "judge_out_of_memory", result.message
+        assert result.reason == "machine_fault", result.message
+        assert "the judge could not allocate its own buffers" in result.message
         assert "can't allocate memory" in result.message and "(3 tries)" in result.message
         assert backend.judge_client.starts == 1  # the judge lived through it, and serves on
         assert backend.evaluate(relu, replace(job, candidate_id="m2")).passed

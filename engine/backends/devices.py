@@ -10,7 +10,8 @@ real device is clocked too: its jobs then run one at a time, in order, as they a
 wall-clock order.
 
 A device whose worker is lost with a job (a Ray node gone: engine.backends.ray_fleet) raises
-`DeviceLost`; the job is re-run there, up to RERUNS times, and `Done.notes` says so.
+`DeviceLost`; the job is re-run there, up to RERUNS times, and `Done.notes` says so; past that
+it is a machine fault.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from engine.jobs import EvalJob, EvalResult, RungSpec
+from engine.jobs import MACHINE_FAULT, EvalJob, EvalResult, RungSpec
 from engine.problems import Problem
 
 RERUNS = 3  # times one evaluation is re-run on a device that lost it
@@ -68,17 +69,17 @@ class Done:
 
 
 def evaluate(backend, problem: Problem, job: EvalJob) -> tuple[EvalResult, tuple[str, ...]]:
-    """The backend's result for `job`, re-run where the device lost it; and what was lost."""
+    """The backend's result for `job`, re-run where the device lost it; and what was lost. Lost
+    RERUNS + 1 times in a row, it is a machine fault (the search pauses on repeated ones)."""
     notes = []
     while True:
         try:
             return backend.evaluate(problem, job), tuple(notes)
         except DeviceLost as lost:
             if len(notes) == RERUNS:
-                raise RuntimeError(
-                    f"{job.candidate_id} was lost {RERUNS + 1} times in a row, last: {lost}; "
-                    "check the cluster's nodes, then resume the session"
-                ) from lost
+                message = (f"the device lost the evaluation {RERUNS + 1} times in a row, last: "
+                           f"{lost}; check the cluster's nodes")  # fmt: skip
+                return EvalResult(False, MACHINE_FAULT, message), tuple(notes)
             notes.append(f"{job.candidate_id} at rung {job.rung.index} is re-run: {lost}")
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import defaultdict
 
+from engine.backends import faults
 from engine.backends.compile_pool import CompilePool, gpu_target, workers_wanted
 from engine.gate.correctness import CandidateRejected
 from engine.gate.kernel_census import check_kernel_census
@@ -35,8 +36,6 @@ CHECK_SEED_STRIDE, TIMING_SEED_OFFSET = 7919, 104729
 # (engine.worker.reference_bank).
 CHECK_POOL, RECHECK_POOL = 8, 4
 AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
-# A judge short of memory for its own buffers is asked this many times, this far apart.
-JUDGE_MEMORY_TRIES, JUDGE_MEMORY_PAUSE_S = 3, 5.0
 
 
 def gpu_turn(device: str, gpu: int) -> threading.Lock:
@@ -70,13 +69,14 @@ class LocalBackend:
     def __init__(
         self, device: str = "cuda", gpu: int = 0, timeouts: Timeouts | None = None,
         profile_timeout_s: float = 300.0, compile_target: str | None = AUTO,
-        compile_workers: int | None = None,
+        compile_workers: int | None = None, backoff: faults.Backoff | None = None,
     ):  # fmt: skip
         """`compile_target`: the GPU target ("cuda:90:32") that candidates are compiled for
         ahead of their first evaluation, by `compile_workers` compile workers beside the GPU
         (default: KERNELBRAIN_COMPILE_WORKERS, else compile_pool.DEFAULT_WORKERS). AUTO: this
         GPU's on cuda, none on cpu (the interpreter compiles nothing; a target given there still
-        rejects kernels that would not compile for it). None: no compiling ahead."""
+        rejects kernels that would not compile for it). None: no compiling ahead. `backoff`:
+        how machine faults are asked again (default: faults.Backoff.from_environment())."""
         if device not in ("cuda", "cpu"):
             raise ValueError(f"LocalBackend runs on 'cuda' or 'cpu', not {device!r}")
         if compile_workers is None:
@@ -89,6 +89,7 @@ class LocalBackend:
         self.profile_seconds = 15.0 if device == "cuda" else 0.0
         self.profile_timeout_s = profile_timeout_s
         timeouts = timeouts or Timeouts()
+        self.backoff = backoff or faults.Backoff.from_environment()
         # Each candidate's compiled kernels, kept between its evaluations (never shared).
         self.triton_caches = tempfile.mkdtemp(prefix="kb-triton-caches-")
         self.owns_caches = True
@@ -150,7 +151,7 @@ class LocalBackend:
             return rejected
         sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
         request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
-        return self._result(self.judge_client.run(request))
+        return self.backoff.retried(lambda: self._result(self.judge_client.run(request)))
 
     def prepare(self, problem: Problem, sources: list[str], labels) -> None:
         """Have `sources` (the next candidates to be evaluated, in order) compiled ahead, at
@@ -223,19 +224,21 @@ class LocalBackend:
         return result
 
     def _judged(self, request: dict) -> EvalResult:
-        """The judge's verdict on `request`, asked again while the judge itself runs short of
-        memory (not the candidate's doing: other processes' work on the GPU ends meanwhile, and
-        their memory returns); every try's seconds are charged."""
+        """The judge's verdict on `request`, its faults given their owner (engine.backends.
+        faults: a machine fault asked again with backoff, a crash run again in a fresh runner
+        and held against a known-good request); every try's seconds are charged."""
         spent: dict[str, float] = {}
-        for tries in range(1, JUDGE_MEMORY_TRIES + 1):
-            result = self._result(self.judge_client.run(request, turn=self._gpu_lock()))
+
+        def ask(asked: dict) -> EvalResult:
+            nonlocal spent
+            result = self._result(self.judge_client.run(asked, turn=self._gpu_lock()))
             spent = _add(spent, result.gpu_seconds)
-            if result.reason != "judge_out_of_memory":
-                break
-            if tries < JUDGE_MEMORY_TRIES:
-                time.sleep(JUDGE_MEMORY_PAUSE_S)
-        else:
-            result.message += f" ({JUDGE_MEMORY_TRIES} tries)"
+            return result
+
+        known_good = {**request, "source": faults.KNOWN_GOOD_SOURCE, "check_seeds": [],
+                      "timing": None,
+                      "triton_cache": self._triton_cache(faults.KNOWN_GOOD_SOURCE)}  # fmt: skip
+        result = faults.judged(lambda: ask(request), lambda: ask(known_good), self.backoff)
         result.gpu_seconds = spent
         return result
 

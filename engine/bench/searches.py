@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from engine.bench import BenchError
 from engine.compose import resume_session
 from engine.jobs import RungSpec
 from engine.session_files import SessionPaths
@@ -52,10 +53,19 @@ def flat_ladder(ladder: tuple[RungSpec, ...]) -> tuple[RungSpec, ...]:
 
 
 def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
-    """Run a created session to its end (budget spent or nothing left to try)."""
+    """Run a created session to its end (budget spent or nothing left to try). Paused by machine
+    faults, it stops the bench (a BenchError says what failed): waiting would block the bench,
+    and the same bench run again into the same --out resumes the search where it paused."""
     engine = resume_session(paths)
+
+    def step(engine) -> None:
+        if engine.search.schedule.pause_reason:
+            raise BenchError(f"{paths.name} paused: {engine.search.schedule.pause_reason}")
+        if on_step is not None:
+            on_step(engine)
+
     try:
-        engine.run(on_step=on_step)
+        engine.run(on_step=step)
         search, ledger = engine.search, engine.search.ledger
         best = search.best()
         return SearchOutcome(

@@ -101,6 +101,8 @@ def run(args) -> int:
             f"passed: normalized error {result.error:.3g} within {result.tolerance:.3g} "
             f"({result.precision}) at {sizes}; seed {seed}"
         )
+    elif result.machine_fault:
+        print(f"not judged: the machine failed, not the candidate: {result.message}")
     else:
         print(f"rejected ({result.reason}): {result.message}")
         print(f"seed {seed} (repeat with --seed {seed}); sizes {sizes}")

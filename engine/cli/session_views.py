@@ -102,6 +102,8 @@ def cmd_show(args) -> int:
         return 0
     print(progress_line(data))
     print(f"state: {data['state']}" + (f" ({data['stop_reason']})" if data["stop_reason"] else ""))
+    if data.get("pause_reason"):
+        print(f"paused by machine faults: {data['pause_reason']}")
     print(f"precision policy: {data['precision_policy']}")
     if data.get("allowed_torch_ops"):
         print(f"torch ops allowed in forward: {', '.join(data['allowed_torch_ops'])}")

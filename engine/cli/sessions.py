@@ -226,10 +226,16 @@ def start_engine(paths: SessionPaths):
 
 
 def search_progress():
-    """A step callback that prints the search's progress line every PROGRESS_INTERVAL_S."""
+    """A step callback that prints the search's progress line every PROGRESS_INTERVAL_S, and
+    once each pause that machine faults caused, what failed and what to do."""
     last = [0.0]
+    told: list[str | None] = [None]
 
     def on_step(engine) -> None:
+        reason = engine.search.schedule.pause_reason
+        if reason and reason != told[0]:
+            print(f"{engine.paths.name}: {reason}", file=sys.stderr, flush=True)
+        told[0] = reason
         now = time.monotonic()
         if now - last[0] >= PROGRESS_INTERVAL_S:
             last[0] = now

@@ -15,9 +15,11 @@ REASONS = {
     "compile_error": "importing the module or compiling its first kernel failed",
     "launch_error": "a run raised an exception",
     "timeout": "compiling or running took longer than the hard deadline",
-    "crash": "the worker process died (signal or abort) while running it",
+    "crash": "its runner died (signal or abort), again in a fresh runner while a known-good "
+    "request passed",
     "out_of_memory": "a run ran out of memory",
-    "judge_out_of_memory": "the judge ran out of memory for its own inputs and references",
+    "machine_fault": "not the candidate's: the machine failed (a judge or runner that cannot "
+    "start, the judge's memory, a lost GPU); retried, then the search pauses, never rejects",
     "illegal_memory_access": "a kernel accessed memory it does not own (CUDA error)",
     "wrong_output": "the output differs from the float64 reference beyond the tolerance",
     "nan_output": "the output holds NaN or Inf",

@@ -23,6 +23,8 @@ def apply_command(search, command: dict) -> tuple[str, str, object]:
         else:
             search.veto(c)
         return "applied", f"{name} {cid}", c
+    if name in ("pause", "unpause", "stop"):
+        schedule.pause_reason = None  # the user's state from now on, not the machine's pause
     if name == "pause":
         if schedule.state == "running":
             schedule.state = "paused"

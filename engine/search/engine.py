@@ -177,7 +177,7 @@ class Engine:
             composite = specialists.compose(search, write, self.problem.input_specs)
             if composite is not None:
                 search.start_job(write, *composite, 0)
-        if schedule.inflight:
+        if self.awaiting_devices():
             return True
         self.census_answer(write)
         search.finish(write, reason)
@@ -212,9 +212,18 @@ class Engine:
 
     # -- the loop ----------------------------------------------------------------------------------
 
+    def awaiting_devices(self) -> bool:
+        """Whether the search waits on the devices: evaluations are planned while it runs, or
+        were handed out already (a pause or a stop lets those finish). Paused or stopped, the
+        intent of one that the machine failed stays stored, unhanded, for when it goes on."""
+        schedule = self.search.schedule
+        return bool(schedule.inflight) and (schedule.state == "running" or bool(self._submitted))
+
     def dispatch(self) -> None:
         """Hand the devices the planned evaluations they do not have yet (after the commit that
-        stored their intent: a run killed meanwhile plans them again)."""
+        stored their intent: a run killed meanwhile plans them again), while the search runs."""
+        if self.search.schedule.state != "running":
+            return
         for stored in self.search.schedule.inflight:
             slot = Slot.from_list(stored)
             if slot.key not in self._submitted:
@@ -224,15 +233,16 @@ class Engine:
 
     def step(self) -> bool:
         """Record the next evaluation to complete, plan the next for its device; one
-        transaction. False when the search is over."""
+        transaction. False when the search is over. A machine fault records nothing against
+        the candidate: its evaluation stays planned, to be handed out again."""
         search, schedule = self.search, self.search.schedule
-        if not schedule.inflight:  # paused, or nothing planned yet
+        if not self.awaiting_devices():  # paused, or nothing planned yet
             write = StepWrite()
             going = self.plan(write)
             if write.events or write.candidates:
                 self.commit(write)
                 self.after_commit()
-            if going and not schedule.inflight:
+            if going and not self.awaiting_devices():
                 time.sleep(PAUSE_POLL_SECONDS)
                 self._tick_wall_clock()
             return going
@@ -243,7 +253,9 @@ class Engine:
         for note in done.notes:
             search.event(write, "rerun", note, done.slot.cid)
         stored = done.slot.to_list()
-        if stored in schedule.inflight:  # else vetoed while it ran: nothing to record
+        if stored in schedule.inflight and done.result.machine_fault:
+            search.machine_fault(write, done.slot, done.result, self.paths.name)
+        elif stored in schedule.inflight:  # else vetoed while it ran: nothing to record
             schedule.inflight.remove(stored)
             schedule.device_clock[done.slot.device] = done.finish
             c = search.by_id[done.slot.cid]
@@ -269,6 +281,9 @@ class Engine:
             schedule.state = "running"  # it finishes again at once if nothing is left
         kind = "resumed" if schedule.step or search.population else "started"
         note = " (took over the lock of a killed engine)" if self.lock.was_stale else ""
+        if schedule.state == "paused" and schedule.pause_reason:  # the machine's pause, not the
+            schedule.state, schedule.pause_reason = "running", None  # user's: resume goes on
+            note += " (paused by machine faults before: the search goes on)"
         sizes = self.problem.interpreter_note(self.backend.name)
         note += f"; {sizes}" if sizes else ""
         search.event(write, kind, f"engine {kind} on {self.backend.name}{note}")

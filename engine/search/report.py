@@ -140,6 +140,7 @@ def snapshot(search: Search, session: str, engine_pid: int | None, all_rows: boo
         "generator": settings.generator,
         "state": schedule.state,
         "stop_reason": schedule.stop_reason,
+        "pause_reason": schedule.pause_reason,
         "engine_pid": engine_pid,
         "step": schedule.step,
         "seed": settings.seed,

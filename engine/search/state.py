@@ -28,6 +28,10 @@ from engine.session.store import StepWrite, Store
 # asks for one gets it only while profiling stays within this share of all GPU-seconds spent,
 # counting the profile about to run. Short searches spend their budget on timing instead.
 PROFILE_SHARE = 0.25
+# Evaluations in a row that the machine failed (each after the backend's own tries with backoff,
+# engine.backends.faults) before the search pauses: by then the fault has lasted long enough that
+# going on would only wait on a broken machine, and the user has something to fix.
+MACHINE_FAULTS_BEFORE_PAUSE = 3
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Schedule:
     exhausted: list[str] = field(default_factory=list)  # parents whose mutations yield nothing new
     state: str = "running"  # one of engine.session_files.SEARCH_STATES
     stop_reason: str | None = None
+    machine_faults: int = 0  # evaluations in a row that the machine failed
+    pause_reason: str | None = None  # why the engine paused the search itself (machine faults)
     progress: list = field(default_factory=list)  # [gpu_seconds, best speedup] when best improves
     rung0_level: int = 0  # how often rung 0's fidelity was raised (engine.search.fidelity)
     agreement: list = field(default_factory=lambda: [0, 0])  # [agreeing, decided] pairs
@@ -349,8 +355,34 @@ class Search:
 
     # -- what a result changes -------------------------------------------------------------------
 
+    def machine_fault(self, write: StepWrite, slot: Slot, result: EvalResult,
+                      session: str) -> None:  # fmt: skip
+        """The machine failed `slot`'s evaluation: nothing is recorded or charged against its
+        candidate, whose evaluation stays planned (the devices run it again); after
+        MACHINE_FAULTS_BEFORE_PAUSE in a row the search pauses, saying what failed and what to
+        do, instead of spending its candidates or its budget on a broken machine."""
+        schedule = self.schedule
+        schedule.machine_faults += 1
+        left = MACHINE_FAULTS_BEFORE_PAUSE - schedule.machine_faults
+        then = (f"evaluated again ({left} more before the search pauses)" if left > 0
+                else "evaluated when the search goes on")  # fmt: skip
+        self.event(write, "machine_fault",
+                   f"{slot.cid} at rung {slot.rung} was not judged: {result.message}; nothing is "
+                   f"charged to it, and it is {then}", slot.cid)  # fmt: skip
+        if left > 0 or schedule.state != "running":
+            return
+        schedule.state, schedule.machine_faults = "paused", 0
+        schedule.pause_reason = (
+            f"{MACHINE_FAULTS_BEFORE_PAUSE} evaluations in a row failed for the machine, not the "
+            f"candidate: {result.message}. Free memory or GPUs (run fewer searches or a lower "
+            f"`bench --jobs` here), then `kernelbrain unpause {session}`, or `kernelbrain resume "
+            f"{session}` once no engine holds it (a bench's: the same bench into the same --out)"
+        )
+        self.event(write, "paused", f"search paused: {schedule.pause_reason}")
+
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult,
                       device: int = 0):  # fmt: skip
+        self.schedule.machine_faults = 0
         # A composite of per-shape winners is part of the search's answer, as its census is:
         # its GPU-seconds are charged, but it is not one of the budget's evaluations.
         if c.origin == COMPOSITE:

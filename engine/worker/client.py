@@ -1,6 +1,7 @@
 """The engine's side of the judge process (`python -m engine.worker`): start it, send a request,
 hold each phase to a hard deadline (a backstop: the judge holds its runners to the same ones),
-and turn a hang or a crash into a rejection and a restarted judge."""
+and turn a hang or a crash into a rejection and a restarted judge. A judge that cannot start is
+the machine's fault (MACHINE_FAULT), never the candidate's."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from engine.jobs import MACHINE_FAULT
 from engine.runner.compile_only import TARGET_VARIABLE
 from engine.worker.failures import death_message
 from engine.worker.sandbox import worker_environment
@@ -26,6 +28,7 @@ STDERR_TAIL_LINES = 40
 # The engine's deadline for a phase exceeds the judge's own by this much, so that the judge,
 # which kills only the runner, is the one that normally acts.
 BACKSTOP_S = 30.0
+STDERR_DRAIN_S = 2.0  # how long a dead worker's last words may take to be read
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ class WorkerClient:
         return self.proc.pid if self.proc and self.proc.poll() is None else None
 
     def _start(self) -> str | None:
-        """Start a worker and wait for its `ready`; an error message when it does not come."""
+        """Start a worker and wait for its `ready`; an error message when it does not come (a
+        process the host cannot start, one that dies or hangs before it is ready)."""
         env = worker_environment(self.device)
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
@@ -87,16 +91,20 @@ class WorkerClient:
             env.update({"CUDA_VISIBLE_DEVICES": "", TARGET_VARIABLE: self.compile_target})
         command = [sys.executable, "-m", "engine.worker", self.device]
         self.starts += 1
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-            bufsize=1,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                text=True,
+                bufsize=1,
+                start_new_session=True,
+            )
+        except OSError as exc:  # out of memory or processes: the host's, not the candidate's
+            self.proc = None
+            return f"the judge could not start: {exc}"
         # Each process's readers fill its own queue and tail: a killed worker's end of output
         # must not reach its successor's as a death.
         self._messages: queue.Queue = queue.Queue()
@@ -104,13 +112,15 @@ class WorkerClient:
         threading.Thread(
             target=self._read_stdout, args=(self.proc, self._messages, self._stderr), daemon=True
         ).start()
-        threading.Thread(
+        self._stderr_reader = threading.Thread(
             target=self._read_stderr, args=(self.proc, self._stderr), daemon=True
-        ).start()
+        )
+        self._stderr_reader.start()
         message = self._next(time.monotonic() + self.timeouts.start_s)
-        if message is None or message.get("event") != "ready":
+        if not isinstance(message, dict) or message.get("event") != "ready":
             self._kill()
-            return "the worker did not start: " + (self._stderr_tail() or "no output")
+            late = f"not ready within {self.timeouts.start_s:g} s; " if message == "timeout" else ""
+            return "the judge could not start: " + late + (self._stderr_tail() or "no output")
         self.isolation = {"sandboxed": message["sandboxed"], "detail": message["isolation"]}
         return None
 
@@ -129,6 +139,9 @@ class WorkerClient:
             stderr.append(line.rstrip())
 
     def _stderr_tail(self) -> str:
+        """The worker's last lines of stderr (those of a dead worker to its very end)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._stderr_reader.join(timeout=STDERR_DRAIN_S)
         return "\n".join(list(self._stderr)[-12:])
 
     def _next(self, deadline: float) -> dict | None | str:
@@ -192,7 +205,7 @@ class WorkerClient:
         gpu_seconds: dict[str, float] = collections.defaultdict(float)
         problem = self._ensure_started()
         if problem:
-            return {**_failure("crash", problem), "gpu_seconds": {}}
+            return {**_failure(MACHINE_FAULT, problem), "gpu_seconds": {}}
         self._stderr.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
         deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S

@@ -12,6 +12,14 @@ MESSAGE_LIMIT = 3000
 OOM_MARKERS = ("out of memory", "can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED")
 ILLEGAL_ACCESS_MARKERS = ("illegal memory access", "misaligned address", "illegal address")
 FATAL_CUDA_MARKERS = ("CUDA error", "cudaError", "CUDA driver error", "device-side assert")
+# A GPU that is gone (fallen off the bus, reset, taken by another process in exclusive mode).
+LOST_DEVICE_MARKERS = (
+    "no CUDA-capable device",
+    "busy or unavailable",
+    "GPU is lost",
+    "fallen off the bus",
+    "CUDA driver initialization failed",
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u200b-\u200f\u2028-\u202e\ufeff]")
 
 
@@ -48,6 +56,8 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
             f"{text}{where}\ncheck the masks of every tl.load/tl.store and the grid against the "
             "tensor sizes"
         )
+    if any(m in text for m in LOST_DEVICE_MARKERS):  # a crash: a fresh runner tells whose
+        return "crash", f"the runner lost its GPU: {text}{where}"
     if any(m in text for m in FATAL_CUDA_MARKERS):
         return "launch_error", f"{text}{where}"
     if error.get("type") == "NativeCodeRefused":
@@ -73,8 +83,19 @@ def classify_error(error: dict, phase: str) -> tuple[str, str]:
 def judge_ran_out_of_memory(exc: BaseException) -> bool:
     """Whether an exception raised in the judge's own work is a failed allocation (on cuda
     torch's OutOfMemoryError or the driver's, as CudaShareError names it; on cpu the
-    allocator's)."""
-    return any(m in str(exc) for m in OOM_MARKERS)
+    allocator's, or Python's MemoryError)."""
+    return isinstance(exc, MemoryError) or any(m in str(exc) for m in OOM_MARKERS)
+
+
+def judge_machine_fault(exc: BaseException) -> str | None:
+    """What failed, where an exception raised in the judge's own work (never the candidate's)
+    is a fault of the machine: its memory ran out or its GPU was lost; None for any other."""
+    text = sanitize(exc)
+    if judge_ran_out_of_memory(exc):
+        return f"the judge could not allocate its own buffers: {text or 'MemoryError'}"
+    if any(m in text for m in LOST_DEVICE_MARKERS):
+        return f"the judge lost its GPU: {text}"
+    return None
 
 
 def classify_death(kind: str, message: str) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from engine.gate.correctness import (
 )
 from engine.gate.precision import infer_precision, join_precisions
 from engine.gate.torch_use import check_torch_use
+from engine.jobs import MACHINE_FAULT
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
 from engine.runner.cuda_share import CudaShareError
@@ -40,7 +41,7 @@ from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
 from engine.worker.failures import (
     classify_death,
     classify_reply,
-    judge_ran_out_of_memory,
+    judge_machine_fault,
     sanitize,
 )
 from engine.worker.judged_timing import calibrate, time_size
@@ -76,6 +77,7 @@ class Evaluation:
         self.allowed_ops = frozenset(request.get("allowed_torch_ops", ()))
         self.policy = request["precision_policy"]
         self.phase = "compile"
+        self.loaded = False  # whether the candidate's code is in the runner yet
         self.launched = False
         self.errors: list[tuple[float, float]] = []
         self.precisions: list[str] = []
@@ -140,6 +142,7 @@ class Evaluation:
     # --- the candidate in the runner
     def load(self) -> None:
         self.enter("compile")
+        self.loaded = True
         self.ask({"op": "load", "source": self.request["source"]}, "importing the candidate")
 
     def build(self, model, init: list, seed: int) -> None:
@@ -366,33 +369,36 @@ class Evaluation:
 def evaluate(request: dict, send_phase, take_turn, template: RunnerTemplate, bank: ReferenceBank
              ) -> dict:  # fmt: skip
     """Judge one request with a fresh runner, its GPU work after `take_turn` returns; a
-    candidate's failure is a rejection, never an exception. The runner is closed afterwards: no
-    candidate ever shares one. The candidate's compiled kernels are kept in
-    `request["triton_cache"]` for its next runner."""
+    candidate's failure is a rejection, never an exception. A runner that fails before the
+    candidate's code is in it, and the judge's own memory or GPU failing, are the machine's
+    (MACHINE_FAULT). The runner is closed afterwards: no candidate ever shares one. The
+    candidate's compiled kernels are kept in `request["triton_cache"]` for its next runner."""
     cache = request.get("triton_cache")
     try:
         runner = template.fork(cache)
-    except RunnerFailed as exc:
-        reason, message = classify_death(exc.kind, exc.message)
+    except (RunnerFailed, OSError) as exc:  # OSError: no memory or processes left for a fork
         failed = Evaluation(request, send_phase, take_turn, None, bank)
-        return failed.verdict(False, reason, message)
+        return failed.verdict(False, MACHINE_FAULT, sanitize(f"the runner could not start: {exc}"))
     job = Evaluation(request, send_phase, take_turn, runner, bank)
     try:
         return job.run()
     except CandidateRejected as exc:
         return job.verdict(passed=False, reason=exc.reason, message=exc.message)
     except RunnerFailed as exc:
+        if not job.loaded:
+            message = sanitize(f"the runner failed before the candidate was loaded: {exc}")
+            return job.verdict(passed=False, reason=MACHINE_FAULT, message=message)
         reason, message = classify_death(exc.kind, exc.message)
         return job.verdict(passed=False, reason=reason, message=message)
     except MALFORMED_REPLY as exc:  # a reply of the wrong shape: data from the candidate's side
         message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
         return job.verdict(passed=False, reason="protocol_violation", message=message)
-    except RuntimeError as exc:  # torch.OutOfMemoryError and CudaShareError are ones
-        if not judge_ran_out_of_memory(exc):
+    except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError, CudaShareError
+        fault = judge_machine_fault(exc)
+        if fault is None:
             raise
         bank.drop_device_entries()
-        message = sanitize(f"the judge could not allocate its own buffers: {exc}")
-        return job.verdict(passed=False, reason="judge_out_of_memory", message=message)
+        return job.verdict(passed=False, reason=MACHINE_FAULT, message=fault)
     finally:
         job.release_shared()
         runner.close(keep=os.path.join(runner.exchange, TRITON_CACHE_NAME), into=cache)

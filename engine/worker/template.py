@@ -35,6 +35,7 @@ from engine.worker.sandbox import (
 
 MESSAGE_LIMIT = 1 << 16
 START_DEADLINE_S, COMMAND_DEADLINE_S = 300.0, 60.0
+STDERR_DRAIN_S = 2.0  # how long a dead template's last words may take to be read
 
 
 class RunnerTemplate:
@@ -72,9 +73,10 @@ class RunnerTemplate:
             os.close(fd)
         template_end.close()
         self._stderr: collections.deque = collections.deque(maxlen=STDERR_TAIL_LINES)
-        reader = threading.Thread(target=collect_tail, args=(self.proc.stderr, self._stderr))
-        reader.daemon = True
-        reader.start()
+        self._stderr_reader = threading.Thread(
+            target=collect_tail, args=(self.proc.stderr, self._stderr), daemon=True
+        )
+        self._stderr_reader.start()
         self.ready = False
 
     def _answer(self, deadline_s: float, what: str) -> dict:
@@ -84,13 +86,21 @@ class RunnerTemplate:
         except TimeoutError:
             data = None
         if not data:
-            code = self.proc.poll()
+            code = self.proc.poll() if data is None else self._exit_code()
             self.kill()
             if code is None:
                 raise RunnerFailed("timeout", f"the runner template did not answer ({what})")
+            self._stderr_reader.join(timeout=STDERR_DRAIN_S)  # its last words
             tail = "\n".join(self._stderr)
             raise RunnerFailed("crash", death_message(f"runner template ({what})", code, tail))
         return json.loads(data)
+
+    def _exit_code(self) -> int | None:
+        """The exit code of a template that closed its end of the control socket (ending)."""
+        try:
+            return self.proc.wait(timeout=STDERR_DRAIN_S)
+        except subprocess.TimeoutExpired:
+            return None
 
     def _wait_ready(self) -> None:
         """Until the template has started (imported torch and triton, warmed up)."""

@@ -10,7 +10,7 @@ from textual.widgets import RichLog
 from kbtui.formatting import clock
 
 MAX_LINES = 2000
-ALARMING = ("rejected", "rerun", "command_rejected", "stopped")
+ALARMING = ("rejected", "rerun", "machine_fault", "paused", "command_rejected", "stopped")
 KIND_WIDTH = 16
 
 

@@ -61,6 +61,10 @@ def status_content(
         if snapshot.get("timings_meaningful") is False:
             head += Content.assemble((" · timings not meaningful", "$text-warning"))
     lines = [head]
+    if snapshot and snapshot.get("state") == "paused" and snapshot.get("pause_reason"):
+        lines.append(Content.assemble(
+            ("paused by machine faults: ", "bold $text-warning"), snapshot["pause_reason"]
+        ))  # fmt: skip
     if (engine_text := engine_line(engine)) is not None:
         lines.append(engine_text)
     if len(pending):

@@ -169,3 +169,13 @@ def test_event_tail_reads_only_what_was_appended(tmp_path):
     rewritten.write_text(line(0) + line(1) + line(2) + line(3) + line(4))
     rewritten.replace(paths.events)
     assert [e["seq"] for e in tail.read_new()] == [4]
+
+
+def test_status_line_says_what_failed_when_machine_faults_paused_the_search(session):
+    reason = "3 evaluations in a row failed for the machine, not the candidate: the judge could"
+    snapshot = {**read_snapshot(session), "state": "paused", "pause_reason": reason}
+    line = status_content(snapshot, EngineState("running"), PendingCommands()).plain
+    assert f"paused by machine faults: {reason}" in line
+    paused_by_user = {**snapshot, "pause_reason": None}
+    assert "machine" not in status_content(paused_by_user, EngineState("running"),
+                                           PendingCommands()).plain  # fmt: skip

@@ -15,11 +15,11 @@ from engine.runner.calls import MODULE_GLOBALS
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
 UNSEEN_MM = Path(__file__).parent / "problems_unseen_mm"
-# The batch a KernelBench convolution or pooling is checked at: the interpreter's time grows with
-# it (a loop over the same code: 93_ConvTranspose2d's direct kernel takes 26.6 s at its derived
-# tiny batch of 16, 3.2 s at 2), and two samples still show a batch stride gone wrong. Not for
-# every file: some tie other shapes to the batch (100_HingeLoss), and at fewer outputs PyTorch's
-# own error, the tolerance's base, is smaller.
+# The batch a KernelBench convolution, pooling or staged chain is checked at: the interpreter's
+# time grows with it (a loop over the same code: 93_ConvTranspose2d's direct kernel takes 26.6 s
+# at its derived tiny batch of 16, 3.2 s at 2), and two samples still show a batch stride gone
+# wrong. Not for every file: some tie other shapes to the batch (100_HingeLoss), and at fewer
+# outputs PyTorch's own error, the tolerance's base, is smaller.
 GATE_BATCH = 2
 
 

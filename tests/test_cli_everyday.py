@@ -14,7 +14,13 @@ import time
 import pytest
 from cli import CLI, kernelbrain
 
-from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
+from engine.session_files import (
+    SessionPaths,
+    engine_running,
+    read_events,
+    read_snapshot,
+    send_command,
+)
 
 # A mount namespace of our own lets the tests bind a folder read-only: even root cannot write
 # there (permission bits do not stop root, a read-only mount does).
@@ -153,6 +159,30 @@ def test_ctrl_c_and_kill_leave_the_session_interrupted(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert show_state("live", tmp_path) == ("interrupted", "interrupted")
+
+
+def test_a_headless_resume_that_finds_a_pause_says_so_once(finished, tmp_path):
+    """A pause queued on a stopped session: `resume --headless` says once that it is paused and
+    what continues it, and repeats no progress line while it waits."""
+    paths = copy_of(finished, tmp_path)
+    sessions = paths.root.parent
+    assert kb("budget", "s", "+4evals", sessions=sessions).returncode == 0
+    assert kb("pause", "s", sessions=sessions).returncode == 0
+    resume = [*CLI, "resume", "s", "--headless", "--sessions-dir", str(sessions)]
+    proc = subprocess.Popen(resume, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (read_snapshot(paths) or {}).get("state") != "paused" or not engine_running(paths):
+        assert time.monotonic() < deadline and proc.poll() is None, "the engine did not pause"
+        time.sleep(0.05)
+    time.sleep(3.0)  # three progress intervals of waiting
+    assert kb("unpause", "s", sessions=sessions).returncode == 0
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = err.splitlines()
+    assert sum("paused by a pause command; `kernelbrain unpause s`" in line for line in lines) == 1
+    waiting = [line for line in lines if line.startswith("[s step 12]")]
+    assert len(waiting) == 1, err
+    assert read_snapshot(paths)["ledger"]["evaluations"] == 16
 
 
 def test_session_file_commands_load_neither_torch_nor_duckdb(finished, tmp_path):

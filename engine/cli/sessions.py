@@ -226,22 +226,33 @@ def start_engine(paths: SessionPaths):
 
 
 def search_progress():
-    """A step callback that prints the search's progress line every PROGRESS_INTERVAL_S, and
-    once each pause that machine faults caused, what failed and what to do."""
+    """A step callback that prints the search's progress line when it changed (at most every
+    PROGRESS_INTERVAL_S), and once each pause what it waits for: a machine's says what failed
+    and what to do."""
     last = [0.0]
+    shown: list[str | None] = [None]
     told: list[str | None] = [None]
 
     def on_step(engine) -> None:
-        reason = engine.search.schedule.pause_reason
-        if reason and reason != told[0]:
-            print(f"{engine.paths.name}: {reason}", file=sys.stderr, flush=True)
-        told[0] = reason
-        now = time.monotonic()
-        if now - last[0] >= PROGRESS_INTERVAL_S:
-            last[0] = now
-            print(progress_line(engine.last_snapshot), file=sys.stderr, flush=True)
+        snap = engine.last_snapshot
+        pause = pause_message(engine) if snap["state"] == "paused" else None
+        if pause and pause != told[0]:
+            print(pause, file=sys.stderr, flush=True)
+        told[0] = pause
+        line, now = progress_line(snap), time.monotonic()
+        if line != shown[0] and now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0], shown[0] = now, line
+            print(line, file=sys.stderr, flush=True)
 
     return on_step
+
+
+def pause_message(engine) -> str:
+    name = engine.paths.name
+    reason = engine.search.schedule.pause_reason
+    if reason:
+        return f"{name}: {reason}"
+    return f"{name}: paused by a pause command; `kernelbrain unpause {name}` continues it"
 
 
 def progress_line(snap: dict) -> str:

@@ -111,7 +111,7 @@ def test_a_headless_run_says_once_what_failed_and_unpause_goes_on(
     while (read_snapshot(paths) or {}).get("state") != "paused" and headless.is_alive():
         assert time.monotonic() < deadline, "the search did not pause"
         time.sleep(0.1)
-    time.sleep(1.5)  # the paused engine keeps polling its inbox (and printing progress)
+    time.sleep(1.5)  # the paused engine keeps polling its inbox
     monkeypatch.delenv("PYTHONPATH")  # the fault is gone
     send_command(paths, "unpause")
     headless.join(ONE_EVALUATION_S)

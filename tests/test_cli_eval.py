@@ -79,7 +79,12 @@ def test_problems_lists_sizes_and_replaced_ops():
     assert done.returncode == 0
     assert "softmax: Softmax over dim 1" in done.stdout
     assert "replaces: scaled_dot_product_attention" in done.stdout
-    assert "batch=4096, dim=393216" in done.stdout
+    assert "  full0  batch=4096, dim=393216  -> float32[4096, 393216]" in done.stdout
+    assert "  tiny   n=2, c=8, h=5, w=6  -> float32[2, 8, 5, 6]" in done.stdout  # a label once
+    tolerances = [line for line in done.stdout.splitlines() if "tolerance:" in line]
+    assert "  tolerance: every precision 1e-05" in tolerances  # one value for all
+    assert "  tolerance: fp32 1e-05, tf32x3 1e-05, tf32 0.002" in tolerances  # one a precision
+    assert not any("{" in line for line in tolerances)
 
 
 def test_doctor_reports_backend_and_isolation():

@@ -11,6 +11,11 @@ import time
 
 from engine.session_files import SessionPaths
 
+# The lock's text is rewritten in place at each heartbeat, padded to one length: a reader never
+# finds it empty or half written (truncating first let `ls` and `show` call a running session
+# interrupted, between the truncate and the write).
+LOCK_TEXT_BYTES = 512
+
 
 class SessionBusy(Exception):
     pass
@@ -56,8 +61,7 @@ class EngineLock:
             "started_at": self.started_at,
             "heartbeat": time.time(),
         }
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps(data).encode(), 0)
+        os.pwrite(self.fd, json.dumps(data).ljust(LOCK_TEXT_BYTES).encode(), 0)
 
     def release(self) -> None:
         if self.fd is not None:

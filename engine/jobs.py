@@ -52,6 +52,9 @@ class EvalJob:
     seed: int  # drives input generation and, on sim, the synthetic timings
     check: bool = True  # run the correctness gate (always at the first evaluation)
     session_seed: int = 0  # picks the session's seed pools (engine.backends.local.seed_pools)
+    # The candidate is the project's own code (the hint library's): its runner may serve other
+    # such candidates. Code an LLM or a user wrote shares a runner only with its own evaluations.
+    project_code: bool = False
 
     @property
     def sha256(self) -> str:

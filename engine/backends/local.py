@@ -22,6 +22,7 @@ from engine.jobs import EvalJob, EvalResult, ShapeTiming, source_sha256
 from engine.problems import Problem, Size
 from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
+from engine.worker.runner_pool import FRESH, SHARED
 
 # One lock per GPU, shared by this process's backends: evaluations, profiles and the bench's
 # timings on one device never overlap. An evaluation takes it once its runner has started, a
@@ -41,6 +42,12 @@ AUTO = "auto"  # LocalBackend's compile target: this GPU's on cuda
 def gpu_turn(device: str, gpu: int) -> threading.Lock:
     """The lock whose holder alone works on GPU `gpu` (on cpu, one lock for the host)."""
     return _GPU_LOCKS[gpu if device == "cuda" else -1]
+
+
+def runner_owner(job: EvalJob) -> str:
+    """Whose runner evaluates `job` (engine.worker.runner_pool): the project's code shares one,
+    other code gets its own."""
+    return SHARED if job.project_code else job.sha256
 
 
 def check_seeds(seed: int, count: int) -> list[int]:
@@ -150,7 +157,8 @@ class LocalBackend:
         if rejected:
             return rejected
         sizes = sizes or self.sizes_for(problem, [problem.smallest.label])
-        request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3))
+        request = self.judge_request(problem, source, sizes, check_seeds=seeds or check_seeds(0, 3),
+                                     runner=source_sha256(source))  # fmt: skip
         return self.backoff.retried(lambda: self._result(self.judge_client.run(request)))
 
     def prepare(self, problem: Problem, sources: list[str], labels) -> None:
@@ -215,7 +223,7 @@ class LocalBackend:
                                                       if isinstance(v, int)))  # fmt: skip
         request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
                                      check_sizes=[smallest.label], model_seed=model_seed,
-                                     timing=timing)  # fmt: skip
+                                     timing=timing, runner=runner_owner(job))  # fmt: skip
         result = self._judged(request)
         result.gpu_seconds = _add(result.gpu_seconds, charges)
         if result.passed and job.rung.profile:
@@ -236,7 +244,7 @@ class LocalBackend:
             return result
 
         known_good = {**request, "source": faults.KNOWN_GOOD_SOURCE, "check_seeds": [],
-                      "timing": None,
+                      "timing": None, "runner": FRESH,
                       "triton_cache": self._triton_cache(faults.KNOWN_GOOD_SOURCE)}  # fmt: skip
         result = faults.judged(lambda: ask(request), lambda: ask(known_good), self.backoff)
         result.gpu_seconds = spent

@@ -8,6 +8,7 @@ precision too. A result names its precision so that speed from lower precision i
 from __future__ import annotations
 
 import ast
+import functools
 
 # From least to most precise: a candidate is as precise as its least precise part.
 PRECISION_ORDER = ("bf16", "fp16", "tf32", "tf32x3", "fp32")
@@ -27,6 +28,7 @@ def _dot_precision(call: ast.Call) -> str:
     return "tf32"
 
 
+@functools.lru_cache(maxsize=64)  # the judge asks once a checked call: parse once a candidate
 def infer_precision(source: str, input_dtype: str = "float32") -> str:
     """The precision (fp32, tf32, tf32x3, fp16, bf16) of a candidate fed `input_dtype` inputs."""
     found = [DTYPE_PRECISION.get(input_dtype, "fp32")]

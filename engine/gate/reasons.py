@@ -32,6 +32,8 @@ REASONS = {
     "torch_compute": "forward computes with torch operators instead of Triton kernels",
     "timing_tampered": "the runner's timings disagree with the judge's own clock beyond noise",
     "protocol_violation": "the runner sent something that is not a valid reply",
+    "runner_tampered": "it changed the runner's process-wide state (torch's settings, the "
+    "environment, installed functions), which the next candidate would inherit",
 }
 
 

@@ -26,6 +26,7 @@ from .exchange import (
 )
 from .fresh_inputs import InputRotation
 from .guards import guarded_call
+from .state_audit import StateRecord
 from .timer import Bracket, noop
 
 # Characters of an error message sent to the judge; the judge sanitises it again.
@@ -68,6 +69,7 @@ class RunnerSession:
         self.input_sets: list[list] = []
         self.rotation = InputRotation(self.input_sets)
         self.last_output = None
+        self.record: StateRecord | None = None  # taken before the first candidate loads
 
     def handle(self, message: dict) -> dict:
         op = message.get("op")
@@ -100,6 +102,8 @@ class RunnerSession:
         """Import the candidate (this compiles nothing yet: Triton compiles at first launch), with
         the native-code guards armed first."""
         native_guard.arm()
+        if self.record is None:
+            self.record = StateRecord()
         source = message["source"]
         digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         self.candidate_file = os.path.join(self.exchange, f"candidate_{digest}.py")
@@ -110,6 +114,23 @@ class RunnerSession:
         sys.modules["candidate"] = self.module
         spec.loader.exec_module(self.module)
         return {"ok": True}
+
+    def op_reset(self, message: dict) -> dict:
+        """Forget the candidate (its module, model, inputs and outputs), as a runner that serves
+        another evaluation must; what it changed of the process-wide state (state_audit), and on
+        cuda a launch that proves the context still works."""
+        sys.modules.pop("candidate", None)
+        self.module = self.model = self.last_output = None
+        self.input_sets = []
+        self.rotation = InputRotation(self.input_sets)
+        self._release()
+        gc.enable()
+        gc.collect()
+        if self.device == "cuda":
+            torch.ones(1, device=self.device).add_(1)
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        return {"changed": self.record.changes() if self.record else []}
 
     def op_compile(self, message: dict) -> dict:
         """In the compile box: one forward call at one size on meta tensors, which compiles

@@ -52,10 +52,11 @@ def noop(*args):
 
 @contextmanager
 def collector_paused():
-    """Python's cyclic garbage collector off inside (after one collection): a collection that
-    pauses a timed call or a fetch for milliseconds would show as that call's time."""
+    """Python's cyclic garbage collector off inside (after a collection of the young
+    generations: the old one, torch's modules among it, takes tens of milliseconds to scan): a
+    collection that pauses a timed call or a fetch for milliseconds would show as its time."""
     enabled = gc.isenabled()
-    gc.collect()
+    gc.collect(1)
     gc.disable()
     try:
         yield

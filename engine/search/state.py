@@ -342,6 +342,7 @@ class Search:
             "seed": self.settings.seed * 1_000_003 + c.seq * 101 + rung,
             "check": not c.results,
             "session_seed": self.settings.seed,
+            "project_code": self.settings.generator == "offline",
         }
 
     def start_job(self, write: StepWrite, c: Candidate, rung: int, device: int) -> None:

@@ -3,15 +3,17 @@ per line; the runner template of DEVICE, where it is given, starts at once. An e
 for the GPU ({"event": "turn"}) once its runner has started, and waits for {"go": true}: other
 processes' work on the GPU ends before this one's begins, and its runner starts beside theirs.
 
-The judge never runs candidate code: each request gets a fresh runner, forked from the device's
-sandboxed template (engine.runner), which has imported torch and triton once; a judge of device
-"compile" only compiles candidates ahead of their timing, in runners without a GPU. The protocol
+The judge never runs candidate code: each request gets a runner forked from the device's sandboxed
+template (engine.runner), which has imported torch and triton once, or the runner its owner's last
+request left clean (engine.worker.runner_pool); a judge of device "compile" only compiles
+candidates ahead of their timing, in fresh runners without a GPU. The protocol
 travels on a private copy of the original stdout; fd 1 then points at stderr. The judge, and
 with it every runner, ends when the engine does, however the engine ends.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -21,6 +23,7 @@ import time
 from engine.worker.judge import evaluate
 from engine.worker.precompile import precompile
 from engine.worker.reference_bank import ReferenceBank
+from engine.worker.runner_pool import RunnerPool
 from engine.worker.sandbox import isolation
 from engine.worker.template import RunnerTemplate
 
@@ -50,11 +53,12 @@ def main() -> int:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
-    templates: dict[str, RunnerTemplate] = {}
+    gc.freeze()  # torch and the judge's modules: no collection (one a timed size) scans them
+    pools: dict[str, RunnerPool] = {}
     banks: dict[str, ReferenceBank | None] = {}
     exit_with_parent()
     if len(sys.argv) > 1:  # the device it will serve: its template's imports begin at once
-        templates[sys.argv[1]] = RunnerTemplate(sys.argv[1])
+        pools[sys.argv[1]] = RunnerPool(RunnerTemplate(sys.argv[1]))
 
     def take_turn() -> None:
         send({"event": "turn"})
@@ -72,21 +76,21 @@ def main() -> int:
                 continue
             request = json.loads(line)
             device = request["device"]
-            if device not in templates:
-                templates[device] = RunnerTemplate(device)
+            if device not in pools:
+                pools[device] = RunnerPool(RunnerTemplate(device))
             if device not in banks:
                 banks[device] = ReferenceBank(device) if device != "compile" else None
             if device == "compile":  # compiling ahead (engine.worker.precompile)
-                result = precompile(request, templates[device])
+                result = precompile(request, pools[device].template)
             else:
                 result = evaluate(
                     request, lambda phase: send({"event": "phase", "phase": phase}), take_turn,
-                    templates[device], banks[device],
+                    pools[device], banks[device],
                 )  # fmt: skip
             send({"event": "result", "result": result})
     finally:
-        for template in templates.values():
-            template.close()
+        for pool in pools.values():
+            pool.close()
     return 0
 
 

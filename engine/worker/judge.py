@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import torch
@@ -46,15 +47,22 @@ from engine.worker.failures import (
 )
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.reference_bank import ReferenceBank
-from engine.worker.runner_process import RunnerFailed, RunnerProcess
-from engine.worker.sandbox import TRITON_CACHE_NAME
-from engine.worker.template import RunnerTemplate
+from engine.worker.runner_pool import FRESH, RunnerPool
+from engine.worker.runner_process import RunnerFailed, RunnerProcess, links_in
+from engine.worker.template import seed_cache
 
 # Rejections that a re-check after timing turns into stale_output: the output went bad.
 OUTPUT_REASONS = frozenset(
     "wrong_output nan_output unwritten_output constant_output wrong_shape bad_output_type".split()
 )
 DEFAULT_DEADLINES = {"compile": 180.0, "reference": 120.0, "run": 120.0, "time": 300.0}
+# Verdicts after which a runner may serve its owner's next evaluation: a pass, and rejections of
+# what the candidate computed or failed to compile, which leave nothing wrong with the runner (its
+# reset still checks). Any other (a crash, a timeout, tampering of any kind, memory, a machine
+# fault) ends the runner.
+LENT_AGAIN_AFTER = frozenset({None, "wrong_output", "nan_output", "unwritten_output",
+                              "constant_output", "wrong_shape", "bad_output_type", "mutates_input",
+                              "compile_error", "launch_error"})  # fmt: skip
 # What reading a reply of the wrong shape raises in the judge.
 MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
@@ -328,11 +336,14 @@ class Evaluation:
             problem = import_module_from(path, "problem")
         except (ProblemError, OSError) as exc:
             raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
-        self.probe_sharing()  # before any candidate code is in the runner
+        fresh = self.runner.calibration is None and self.runner.evaluations == 1
+        if fresh:
+            self.probe_sharing()  # before any candidate code is in the runner
         self.runner.wait_ready(self.deadlines["compile"])
         self.take_turn()  # the runner has started: from here on, the GPU is this request's
-        if self.request.get("timing"):
-            self.calibration = calibrate(self.runner, self.deadlines["compile"])
+        if self.request.get("timing") and fresh:  # a lent runner keeps its first calibration
+            self.runner.calibration = calibrate(self.runner, self.deadlines["compile"])
+        self.calibration = self.runner.calibration
         self.load()
         sizes = self.request["sizes"]
         # Without check seeds, an earlier evaluation checked the candidate at every size.
@@ -347,6 +358,40 @@ class Evaluation:
             for size in sizes:
                 samples[size["label"]] = self.time_and_recheck(problem, size)
         return self.verdict(passed=True, samples=samples)
+
+    def judged(self) -> dict:
+        """The verdict of `run`, a failure of the candidate's turned into its rejection."""
+        try:
+            return self.run()
+        except CandidateRejected as exc:
+            return self.verdict(passed=False, reason=exc.reason, message=exc.message)
+        except RunnerFailed as exc:
+            if not self.loaded:
+                message = sanitize(f"the runner failed before the candidate was loaded: {exc}")
+                return self.verdict(passed=False, reason=MACHINE_FAULT, message=message)
+            reason, message = classify_death(exc.kind, exc.message)
+            return self.verdict(passed=False, reason=reason, message=message)
+        except MALFORMED_REPLY as exc:  # a reply of the wrong shape: from the candidate's side
+            message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
+            return self.verdict(passed=False, reason="protocol_violation", message=message)
+
+    def reset_runner(self, verdict: dict) -> bool:
+        """Have the runner forget the candidate; whether it may serve another evaluation. A
+        candidate that changed the runner's process-wide state, which the next would inherit,
+        is rejected for it where it had passed (runner_tampered)."""
+        try:
+            reply = self.runner.request({"op": "reset"}, self.deadlines["run"], "resetting")
+        except RunnerFailed:
+            return False
+        changed = reply.get("changed")
+        if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
+            return False
+        if changed and verdict["passed"]:
+            verdict.update(passed=False, reason="runner_tampered", samples={}, message=sanitize(
+                f"the candidate changed the runner's process-wide state ({', '.join(changed[:6])})"
+                ", which every later candidate would inherit: leave torch's settings, the "
+                "environment and installed functions as the module found them"))  # fmt: skip
+        return not changed
 
     def verdict(self, passed: bool, reason=None, message="", samples=None) -> dict:
         worst = max(self.errors, default=(None, None), key=lambda e: e[0] / max(e[1], 1e-300))
@@ -366,33 +411,28 @@ class Evaluation:
         }
 
 
-def evaluate(request: dict, send_phase, take_turn, template: RunnerTemplate, bank: ReferenceBank
+def evaluate(request: dict, send_phase, take_turn, pool: RunnerPool, bank: ReferenceBank
              ) -> dict:  # fmt: skip
-    """Judge one request with a fresh runner, its GPU work after `take_turn` returns; a
-    candidate's failure is a rejection, never an exception. A runner that fails before the
-    candidate's code is in it, and the judge's own memory or GPU failing, are the machine's
-    (MACHINE_FAULT). The runner is closed afterwards: no candidate ever shares one. The
-    candidate's compiled kernels are kept in `request["triton_cache"]` for its next runner."""
-    cache = request.get("triton_cache")
+    """Judge one request in a runner of its owner's (engine.worker.runner_pool), its GPU work
+    after `take_turn` returns; a candidate's failure is a rejection, never an exception. A runner
+    that fails before the candidate's code is in it, and the judge's own memory or GPU failing,
+    are the machine's (MACHINE_FAULT). The runner is lent again only after a clean evaluation and
+    reset. The kernels compiled for the candidate are kept in `request["triton_cache"]` for its
+    next runner and its profiles."""
+    cache, owner = request.get("triton_cache"), request.get("runner") or FRESH
     try:
-        runner = template.fork(cache)
+        runner = pool.take(owner, cache, calibrated=bool(request.get("timing")))
     except (RunnerFailed, OSError) as exc:  # OSError: no memory or processes left for a fork
         failed = Evaluation(request, send_phase, take_turn, None, bank)
         return failed.verdict(False, MACHINE_FAULT, sanitize(f"the runner could not start: {exc}"))
+    kernels_before = set(_entries(runner.triton_cache))
     job = Evaluation(request, send_phase, take_turn, runner, bank)
+    lend_again = False
     try:
-        return job.run()
-    except CandidateRejected as exc:
-        return job.verdict(passed=False, reason=exc.reason, message=exc.message)
-    except RunnerFailed as exc:
-        if not job.loaded:
-            message = sanitize(f"the runner failed before the candidate was loaded: {exc}")
-            return job.verdict(passed=False, reason=MACHINE_FAULT, message=message)
-        reason, message = classify_death(exc.kind, exc.message)
-        return job.verdict(passed=False, reason=reason, message=message)
-    except MALFORMED_REPLY as exc:  # a reply of the wrong shape: data from the candidate's side
-        message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
-        return job.verdict(passed=False, reason="protocol_violation", message=message)
+        verdict = job.judged()
+        if owner != FRESH and verdict["reason"] in LENT_AGAIN_AFTER:
+            lend_again = job.reset_runner(verdict)
+        return verdict
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError, CudaShareError
         fault = judge_machine_fault(exc)
         if fault is None:
@@ -401,6 +441,25 @@ def evaluate(request: dict, send_phase, take_turn, template: RunnerTemplate, ban
         return job.verdict(passed=False, reason=MACHINE_FAULT, message=fault)
     finally:
         job.release_shared()
-        runner.close(keep=os.path.join(runner.exchange, TRITON_CACHE_NAME), into=cache)
+        if cache:
+            keep_kernels(runner.triton_cache, kernels_before, cache, pool.template.warm_cache)
+        pool.give_back(runner, lend_again)
         if job.device == "cuda":  # the next runner needs the GPU memory this judge cached
             torch.cuda.empty_cache()
+
+
+def _entries(folder: str) -> list[str]:
+    return os.listdir(folder) if os.path.isdir(folder) else []
+
+
+def keep_kernels(runner_cache: str, before: set[str], into: str, warm_cache: str) -> None:
+    """Copy what the runner's Triton cache gained during the evaluation (the candidate's kernels
+    and launchers; Triton's cache is content-addressed, so an entry present is already right),
+    and Triton's driver utilities from the warm-up, into the candidate's own cache `into`."""
+    os.makedirs(into, exist_ok=True)
+    for name in set(_entries(runner_cache)) - before:
+        source, target = os.path.join(runner_cache, name), os.path.join(into, name)
+        # Triton's entries are folders; what else a candidate put there is not copied
+        if os.path.isdir(source) and not os.path.islink(source) and not os.path.exists(target):
+            shutil.copytree(source, target, symlinks=True, ignore=links_in)
+    seed_cache(into, warm_cache)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.worker.failures import death_message
+from engine.worker.sandbox import TRITON_CACHE_NAME
 
 if TYPE_CHECKING:
     from engine.worker.template import RunnerTemplate
@@ -63,6 +64,13 @@ class RunnerProcess:
         )
         self._stderr_reader.start()
         self.ready: dict | None = None
+        self.owner = ""  # whose requests it serves (engine.worker.runner_pool)
+        self.evaluations = 1  # requests it served, this one included
+        self.calibration: tuple | None = None  # measured while no candidate code was in it
+
+    @property
+    def triton_cache(self) -> str:
+        return os.path.join(self.exchange, TRITON_CACHE_NAME)
 
     def _read_replies(self) -> None:
         try:
@@ -137,9 +145,9 @@ class RunnerProcess:
                 self.share.close()
         if keep and into and os.path.isdir(keep):
             shutil.rmtree(into, ignore_errors=True)
-            shutil.copytree(keep, into, symlinks=True, ignore=_links)
+            shutil.copytree(keep, into, symlinks=True, ignore=links_in)
 
 
-def _links(folder: str, names: list[str]) -> list[str]:
+def links_in(folder: str, names: list[str]) -> list[str]:
     """What copytree leaves out: links, which could point anywhere on the judge's machine."""
     return [n for n in names if os.path.islink(os.path.join(folder, n))]

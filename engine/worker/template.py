@@ -119,12 +119,12 @@ class RunnerTemplate:
             self.kill()
             self._start()
         self._wait_ready()  # its warm-up works in the box: empty it only after
-        self._empty_box()
+        self.empty_box()
         cache = os.path.join(self.exchange, TRITON_CACHE_NAME)
         warm = os.path.isdir(self.warm_cache)
         if warm:
-            _seed(cache, self.warm_cache)
-            _seed(cache, triton_cache)
+            seed_cache(cache, self.warm_cache)
+            seed_cache(cache, triton_cache)
         ends = [os.pipe() for _ in range(3)]  # the runner's stdin, stdout, stderr
         theirs, ours = [ends[0][0], ends[1][1], ends[2][1]], [ends[0][1], ends[1][0], ends[2][0]]
         share = None
@@ -141,7 +141,7 @@ class RunnerTemplate:
             runner.wait_ready(START_DEADLINE_S)
             os.makedirs(cache, exist_ok=True)  # the interpreter (cpu) writes nothing there
             shutil.copytree(cache, self.warm_cache, symlinks=True)
-            _seed(cache, triton_cache)
+            seed_cache(cache, triton_cache)
         return runner
 
     def end(self, pid: int) -> int:
@@ -151,11 +151,14 @@ class RunnerTemplate:
         except (RunnerFailed, OSError, KeyError, ValueError):
             return -9  # the template died with it
 
-    def _empty_box(self) -> None:
-        """Empty the folders the box can write; its /tmp keeps the mount points bubblewrap made
+    def empty_box(self, keep_kernels: bool = False) -> None:
+        """Empty the folders the box can write (but the Triton cache, with `keep_kernels`: a
+        runner lent again keeps its kernels); its /tmp keeps the mount points bubblewrap made
         there (a project or venv under /tmp), which the box would lose with them."""
         for name in ("xchg", "tmp", "shm"):
             keep = mount_points_in_tmp() if name == "tmp" and self.sandboxed else ()
+            if name == "xchg" and keep_kernels:
+                keep = (TRITON_CACHE_NAME,)
             empty_folder(os.path.join(self.root, name), keep)
 
     def kill(self) -> None:
@@ -170,7 +173,7 @@ class RunnerTemplate:
         RunnerTemplate.LIVE.discard(self)
 
 
-def _seed(cache: str, folder: str | None) -> None:
+def seed_cache(cache: str, folder: str | None) -> None:
     """Copy the Triton cache `folder` (where there is one) into `cache`."""
     if folder and os.path.isdir(folder):
         shutil.copytree(folder, cache, dirs_exist_ok=True, copy_function=_copy_if_absent)

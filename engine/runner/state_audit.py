@@ -57,9 +57,12 @@ def _settings() -> dict:
 
 
 def _members(namespace) -> dict[str, int]:
-    """Identities of the public members, and of the private functions and classes too where the
-    namespace is the runner's own (lazily filled private state, as torch.cuda's, is left out)."""
-    own = getattr(namespace, "__name__", "").startswith(_PACKAGE + ".")
+    """Identities of the members: a class's all (its operators are dunders), a module's public
+    ones, and the runner's own modules' private functions too (lazily filled private state, as
+    torch.cuda's, is left out)."""
+    if isinstance(namespace, type):
+        return {k: id(v) for k, v in vars(namespace).items()}
+    own = namespace.__name__.startswith(_PACKAGE + ".")
     return {
         k: id(v)
         for k, v in vars(namespace).items()

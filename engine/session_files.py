@@ -49,13 +49,37 @@ EVENT_KINDS = (
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 SESSION_NAME_RULE = "letters, digits, '.', '_' and '-', starting with a letter or a digit"
 LISTED_IN_ERRORS = 10  # session names a "no session" message lists, at most
-# What a message suggests adding to a spent limit, by kind (engine.search.budget.LIMIT_KINDS).
+# What a message suggests adding to a spent limit, by kind (engine.search.budget.LIMIT_KINDS);
+# `{unit}` is the backend's word for device seconds (seconds_unit).
 EXAMPLE_INCREASES = {
     "wall_seconds": "+10m",
-    "gpu_seconds": "+300gpu-s",
+    "gpu_seconds": "+300{unit}",
     "evaluations": "+100evals",
     "llm_usd": "'+$1'",
 }
+# The backend whose device is no GPU: what the ledger's gpu_seconds count there is the CPU's
+# time running the Triton interpreter (sim simulates a GPU, so it keeps the GPU's words).
+CPU_BACKEND = "cpu"
+
+
+def device_word(backend: str | None) -> str:
+    """What a session's evaluations hold while they run, as its output names it: "GPU", or
+    "device" on the cpu backend. Stored fields keep their names (gpu_seconds)."""
+    return "device" if backend == CPU_BACKEND else "GPU"
+
+
+def seconds_unit(backend: str | None) -> str:
+    """The unit of the ledger's gpu_seconds as a session's output writes it (and as --budget
+    reads it): "gpu-s", or "device-s" on the cpu backend."""
+    return f"{device_word(backend).lower()}-s"
+
+
+def limit_name(kind: str, backend: str | None) -> str:
+    """A budget kind (engine.search.budget.LIMIT_KINDS) as a session's output names it: the
+    stored key, except gpu_seconds on the cpu backend, which is "device_seconds"."""
+    if kind == "gpu_seconds":
+        return f"{device_word(backend).lower()}_seconds"
+    return kind
 
 
 class SessionError(Exception):
@@ -233,11 +257,12 @@ def spent_budget_message(paths: SessionPaths) -> str | None:
     spent = [kind for kind, left in budget["left"].items() if left is not None and left <= 0]
     if not spent:
         return None
-    kind = spent[0]
+    kind, backend = spent[0], snapshot.get("backend")
+    increase = EXAMPLE_INCREASES[kind].format(unit=seconds_unit(backend))
     return (
-        f"session {paths.name} has spent its {kind} limit of {budget['limits'][kind]:g}: add "
-        f"budget first, e.g. `kernelbrain budget {paths.name} {EXAMPLE_INCREASES[kind]}`, then "
-        "resume"
+        f"session {paths.name} has spent its {limit_name(kind, backend)} limit of "
+        f"{budget['limits'][kind]:g}: add budget first, e.g. `kernelbrain budget {paths.name} "
+        f"{increase}`, then resume"
     )
 
 

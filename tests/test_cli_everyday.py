@@ -5,6 +5,7 @@ and read-only mounts are tried on real processes; the other commands run in this
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -304,3 +305,45 @@ def test_help_lists_deferred_commands_as_they_describe_themselves():
 
     listed = build_parser().format_help()
     assert build_parser("check").format_help() == listed == build_parser("doctor").format_help()
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """A softmax search on the cpu backend (Triton's interpreter), its device seconds limited
+    as `device-s`: the headless run's output and the session."""
+    sessions = tmp_path_factory.mktemp("cpu")
+    out = kb("run", "softmax", "--backend", "cpu", "--budget", "2evals,600device-s",
+             "--session", "c", "--headless", sessions=sessions)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out, SessionPaths(sessions / "c")
+
+
+def test_a_cpu_session_counts_device_seconds_and_a_sim_one_gpu_seconds(cpu_run, finished, tmp_path):
+    """On the cpu backend the progress lines, `show`, `ls` and the budget messages say device
+    seconds (`600device-s` is read as the ledger's gpu_seconds, as `600gpu-s` is); on sim,
+    which simulates a GPU, they say gpu-s."""
+    out, paths = cpu_run
+    assert "gpu" not in (out.stdout + out.stderr).lower()
+    progress = [line for line in out.stderr.splitlines() if line.startswith("[c step ")]
+    assert progress and all(" device-s | left: device_seconds " in line for line in progress)
+    assert re.search(r" device-s \| left: device_seconds \d+, evaluations 0$", progress[-1])
+    sessions = copy_of(paths, tmp_path / "cpu").root.parent
+    shown = kb("show", "c", sessions=sessions).stdout
+    assert " device-s | left: " in shown.splitlines()[0] and "gpu" not in shown.lower()
+    assert " device-s, 2 evals" in kb("ls", sessions=sessions).stdout.splitlines()[1]
+    out = kb("budget", "c", "+1m", sessions=sessions)
+    assert "has no wall_seconds limit" in out.stderr and "device_seconds 600)" in out.stderr
+    for amount in ("+5device-s", "+5gpu-s", "+1evals"):
+        assert kb("budget", "c", amount, sessions=sessions).returncode == 0
+    assert kb("resume", "c", "--headless", sessions=sessions).returncode == 0
+    snap = read_snapshot(SessionPaths(sessions / "c"))
+    assert snap["budget"]["limits"] == {"evaluations": 3, "gpu_seconds": 610}
+    applied = [c["message"] for c in snap["commands"]]
+    assert applied == ["budget device_seconds now 605", "budget device_seconds now 610",
+                       "budget evaluations now 3"]  # fmt: skip
+
+    sim = finished.root.parent
+    assert " gpu-s | left: evaluations 0" in kb("show", "s", sessions=sim).stdout.splitlines()[0]
+    assert " gpu-s, 12 evals" in kb("ls", sessions=sim).stdout.splitlines()[1]
+    out = kb("budget", "s", "+5device-s", sessions=copy_of(finished, tmp_path / "sim").root.parent)
+    assert "has no gpu_seconds limit" in out.stderr

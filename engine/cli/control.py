@@ -7,7 +7,7 @@ import sys
 from engine.cli import UsageError
 from engine.cli.sessions import add_sessions_dir, session_folder_writes, session_of
 from engine.search.budget import LIMIT_KINDS, BudgetError, parse_budget_increase
-from engine.session_files import engine_running, read_snapshot, send_command
+from engine.session_files import engine_running, limit_name, read_snapshot, send_command
 
 
 def register(sub) -> None:
@@ -73,8 +73,9 @@ def unchanged_by(amount: str, name: str, snap: dict | None) -> str | None:
     limits = {k: v for k, v in snap["budget"]["limits"].items() if k in LIMIT_KINDS and v}
     if kind in limits:
         return None
-    held = ", ".join(f"{k} {v:g}" for k, v in limits.items()) or "none"
+    backend = snap.get("backend")
+    held = ", ".join(f"{limit_name(k, backend)} {v:g}" for k, v in limits.items()) or "none"
     return (
-        f"session {name} has no {kind} limit, so it stays unlimited and {amount} was not sent "
-        f"(its limits: {held})"
+        f"session {name} has no {limit_name(kind, backend)} limit, so it stays unlimited and "
+        f"{amount} was not sent (its limits: {held})"
     )

@@ -15,6 +15,7 @@ from engine.session_files import (
     exported_source,
     list_sessions,
     read_snapshot,
+    seconds_unit,
     sessions_root,
     shown_state,
 )
@@ -59,7 +60,8 @@ def cmd_ls(args) -> int:
         snap = as_shown(paths, snap, engine_running(paths))
         best = f"{snap['best']['speedup']:.3f}x" if snap["best"] else "-"
         ledger = snap["ledger"]
-        used = f"{ledger['gpu_seconds']:.1f} gpu-s, {ledger['evaluations']} evals"
+        unit = seconds_unit(snap.get("backend"))
+        used = f"{ledger['gpu_seconds']:.1f} {unit}, {ledger['evaluations']} evals"
         rows.append((paths.name, snap["problem"], snap["state"], best, used))
     if not rows:
         print(

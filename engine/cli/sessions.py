@@ -21,7 +21,9 @@ from engine.session_files import (
     SessionPaths,
     engine_running,
     find_session,
+    limit_name,
     new_session_paths,
+    seconds_unit,
     send_command,
     spent_budget_message,
     start_detached_engine,
@@ -60,7 +62,8 @@ def register(sub) -> None:
         "--budget",
         action="append",
         default=[],
-        help="30m, 2h, 600gpu-s, 200evals, $5; repeat or comma-separate (default 30m)",
+        help="30m, 2h, 600gpu-s (on the cpu backend 600device-s: the same), 200evals, $5; "
+        "repeat or comma-separate (default 30m)",
     )
     p.add_argument("--target-speedup", type=float, help="stop once a confirmed kernel reaches it")
     p.add_argument("--backend", default="auto", choices=("auto", "cuda", "cpu", "sim"))
@@ -256,14 +259,22 @@ def pause_message(engine) -> str:
 
 
 def progress_line(snap: dict) -> str:
+    """The search's state in one line: its device seconds in the backend's unit (gpu-s, on the
+    cpu backend device-s)."""
     rungs = " ".join(f"r{r['index']}:{r['measured']}" for r in snap["rungs"])
     best = snap["best"]
     best_text = f"best {best['id']} {best['speedup']:.3f}x" if best else "best -"
-    left = ", ".join(f"{k} {v:.0f}" for k, v in snap["budget"]["left"].items() if v is not None)
+    backend = snap.get("backend")
+    left = ", ".join(
+        f"{limit_name(k, backend)} {v:.0f}"
+        for k, v in snap["budget"]["left"].items()
+        if v is not None
+    )
     tag = "" if snap["timings_meaningful"] else " (cpu: timings not meaningful)"
     return (
         f"[{snap['session']} step {snap['step']}] {rungs} | {best_text}{tag} | "
-        f"{snap['ledger']['gpu_seconds']:.1f} gpu-s | left: {left or 'unlimited'}"
+        f"{snap['ledger']['gpu_seconds']:.1f} {seconds_unit(backend)} | "
+        f"left: {left or 'unlimited'}"
     )
 
 

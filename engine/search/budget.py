@@ -11,7 +11,8 @@ LIMIT_KINDS = ("wall_seconds", "gpu_seconds", "evaluations", "llm_usd")
 
 _UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
 _PATTERNS = (
-    (re.compile(r"^(\d+(?:\.\d+)?)\s*(gpu-s|gpu-sec|gpus)$"), "gpu_seconds"),
+    # Device seconds: a GPU's, or on the cpu backend the CPU's (which says `device-s`).
+    (re.compile(r"^(\d+(?:\.\d+)?)\s*(gpu-s|gpu-sec|gpus|device-s|device-sec)$"), "gpu_seconds"),
     (re.compile(r"^(\d+)\s*evals?$"), "evaluations"),
     (re.compile(r"^\$(\d+(?:\.\d+)?)$"), "llm_usd"),
     (re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)$"), "wall_seconds"),
@@ -19,8 +20,8 @@ _PATTERNS = (
 
 
 ACCEPTED_BUDGETS = (
-    "use wall time (30m, 2h, 90s), GPU-seconds (600gpu-s), evaluations (200evals) or LLM "
-    "dollars ($5); several at once are separated by commas"
+    "use wall time (30m, 2h, 90s), GPU- or device-seconds (600gpu-s or 600device-s, the same), "
+    "evaluations (200evals) or LLM dollars ($5); several at once are separated by commas"
 )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.search.budget import BudgetError, parse_budget_increase
-from engine.session_files import CANDIDATE_COMMANDS
+from engine.session_files import CANDIDATE_COMMANDS, limit_name
 
 
 def apply_command(search, command: dict) -> tuple[str, str, object]:
@@ -41,8 +41,9 @@ def apply_command(search, command: dict) -> tuple[str, str, object]:
             kind, amount = parse_budget_increase(command.get("amount") or "")
         except BudgetError as exc:
             return "rejected", str(exc), None
+        name = limit_name(kind, search.settings.backend)
         if kind not in search.limits:  # adding budget never creates a limit: it only adds
-            return "applied", f"no {kind} limit: it stays unlimited", None
+            return "applied", f"no {name} limit: it stays unlimited", None
         search.limits[kind] += amount
-        return "applied", f"budget {kind} now {search.limits[kind]:g}", None
+        return "applied", f"budget {name} now {search.limits[kind]:g}", None
     return "rejected", f"unknown command {name!r}", None

@@ -1,5 +1,5 @@
 """The "Budget" pane: the ledger by rung, activity and device (GPU-held, then compiling and
-idle), LLM spend, what is left, and progress."""
+idle), LLM spend, what is left, and progress. On the cpu backend it says "device", not GPU."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from engine.session_files import device_word
 from kbtui.formatting import MISSING, dollars, duration, percent, speedup
 from kbtui.plot import best_speedup_plot
 
 PLOT_HEIGHT = 4
-LABEL_WIDTH = 17
+LABEL_GAP = 2  # spaces after the longest label ("GPU by activity")
 DOING_WIDTH = 21  # "evaluating c0012 r1", padded so that the devices' columns line up
-# Ledger rows: label, ledger key, budget key (limits and left), formatter.
+# Ledger rows: label ("{device}": the backend's word), ledger key, budget key (limits and
+# left), formatter.
 LIMITED = (
     ("wall", "wall_seconds", "wall_seconds", duration),
-    ("GPU", "gpu_seconds", "gpu_seconds", duration),
+    ("{device}", "gpu_seconds", "gpu_seconds", duration),
     ("evaluations", "evaluations", "evaluations", "{:.0f}".format),
     ("LLM cost", "llm_cost_usd", "llm_usd", dollars),
 )
@@ -26,24 +28,30 @@ def cell(value, fmt) -> str:
     return f"{MISSING if value is None else fmt(value):>10}"
 
 
-def labelled(label: str, *parts) -> Content:
-    return Content.assemble((f"{label:<{LABEL_WIDTH}}", "bold"), *parts)
+def label_width(device: str) -> int:
+    """The labels' column: the longest label, "{device} by activity", and LABEL_GAP."""
+    return len(f"{device} by activity") + LABEL_GAP
 
 
-def device_lines(devices: list[dict]) -> list[Content]:
+def labelled(label: str, *parts, width: int) -> Content:
+    return Content.assemble((f"{label:<{width}}", "bold"), *parts)
+
+
+def device_lines(devices: list[dict], device: str, width: int) -> list[Content]:
     """One line per device: what it evaluates now and what it has spent; none for one device."""
     if len(devices) < 2:
         return []
     lines = []
-    for device in devices:
-        now = device["evaluating"]
+    for d in devices:
+        now = d["evaluating"]
         doing = f"evaluating {now['id']} r{now['rung']}" if now else "idle"
         lines.append(
             labelled(
-                "devices" if device["index"] == 0 else "",
-                f"d{device['index']} (GPU {device['gpu']})  ",
+                "devices" if d["index"] == 0 else "",
+                f"d{d['index']} ({device} {d['gpu']})  ",
                 (f"{doing:<{DOING_WIDTH}}", "$text-accent" if now else "$text-muted"),
-                f"GPU {duration(device['gpu_seconds']):>6}  {device['evaluations']:>4} evals",
+                f"{device} {duration(d['gpu_seconds']):>6}  {d['evaluations']:>4} evals",
+                width=width,
             )
         )
     return lines
@@ -59,37 +67,46 @@ def budget_content(snapshot: dict) -> Content:
     if "idle_seconds" in ledger:
         off_gpu.append(("idle", ledger["idle_seconds"]))
     best = (snapshot.get("best") or {}).get("speedup")
-    header = f"{'':<{LABEL_WIDTH}}{'spent':>10}  {'limit':>10}  {'left':>10}"
+    device = device_word(snapshot.get("backend"))
+    width = label_width(device)
+    header = f"{'':<{width}}{'spent':>10}  {'limit':>10}  {'left':>10}"
     lines = [Content.assemble((header, "$text-muted"))]
     for label, spent, budgeted, fmt in LIMITED:
         lines.append(
             labelled(
-                label,
+                label.format(device=device),
                 f"{cell(ledger.get(spent), fmt)}  {cell(limits.get(budgeted), fmt)}  ",
                 (cell(left.get(budgeted), fmt), "$text-success"),
+                width=width,
             )
         )
     lines += [
         labelled(
-            "best speedup", f"{cell(best, speedup)}  {cell(limits.get('target_speedup'), speedup)}"
+            "best speedup",
+            f"{cell(best, speedup)}  {cell(limits.get('target_speedup'), speedup)}",
+            width=width,
         ),
         labelled(
-            "GPU by rung",
+            f"{device} by rung",
             "  ".join(f"r{rung} {duration(s)}" for rung, s in by_rung) or MISSING,
             f"  (top rung {percent(ledger.get('top_rung_share'))})",
+            width=width,
         ),
         labelled(
-            "GPU by activity",
+            f"{device} by activity",
             "  ".join(f"{name} {duration(s)}" for name, s in by_activity) or MISSING,
+            width=width,
         ),
-        *device_lines(snapshot.get("devices") or []),
+        *device_lines(snapshot.get("devices") or [], device, width),
         labelled(
-            "off the GPU",
+            f"off the {device}",
             "  ".join(f"{name} {duration(s)}" for name, s in off_gpu) or MISSING,
+            width=width,
         ),
         labelled(
             "LLM tokens",
             f"{ledger.get('llm_tokens_in', 0)} in  {ledger.get('llm_tokens_out', 0)} out",
+            width=width,
         ),
     ]
     return Content("\n").join(lines)
@@ -99,9 +116,13 @@ class BudgetPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._progress: list = []
+        self._device = device_word(None)
         self._ledger = Static(Content.assemble(("no snapshot yet", "$text-muted")))
-        self._plot_title = Static(Content.assemble(("best speedup vs GPU-seconds", "bold")))
+        self._plot_title = Static(self.plot_title())
         self._plot = Static(id="budget-plot")
+
+    def plot_title(self) -> Content:
+        return Content.assemble((f"best speedup vs {self._device}-seconds", "bold"))
 
     def compose(self):
         yield self._ledger
@@ -111,6 +132,9 @@ class BudgetPane(VerticalScroll):
     def show(self, snapshot: dict) -> None:
         self._ledger.update(budget_content(snapshot))
         self._progress = snapshot.get("progress") or []
+        if (device := device_word(snapshot.get("backend"))) != self._device:
+            self._device = device
+            self._plot_title.update(self.plot_title())
         self._redraw_plot()
 
     def on_resize(self) -> None:
@@ -118,4 +142,4 @@ class BudgetPane(VerticalScroll):
 
     def _redraw_plot(self) -> None:
         width = self.scrollable_content_region.width or 80
-        self._plot.update(best_speedup_plot(self._progress, width - 1, PLOT_HEIGHT))
+        self._plot.update(best_speedup_plot(self._progress, width - 1, PLOT_HEIGHT, self._device))

@@ -1,6 +1,6 @@
 """Fixtures for the TUI tests: a session made by a real sim run (once per test run, copied
-for each test), one on two simulated devices, a real engine attached to a copy, and a fixed
-clock zone."""
+for each test), one on two simulated devices, one on the cpu backend, a real engine attached to
+a copy, and a fixed clock zone."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import time
 import pytest
 from live_engine import LiveEngine
 from sim_session import (
+    CPU_NAME,
     NAME,
     TWO_DEVICE_NAME,
     give_recorded_profile,
     normalise_wall_clock,
+    run_cpu_session,
     run_sim_session,
     run_two_device_session,
 )
@@ -66,6 +68,18 @@ def two_device_template(tmp_path_factory) -> SessionPaths:
 def two_device_session(two_device_template, tmp_path) -> SessionPaths:
     """A copy of the two-device sim session; no engine runs on it."""
     return SessionPaths(shutil.copytree(two_device_template.root, tmp_path / TWO_DEVICE_NAME))
+
+
+@pytest.fixture(scope="session")
+def cpu_session_template(tmp_path_factory) -> SessionPaths:
+    """A finished search on the cpu backend. Tests get copies (`cpu_session`)."""
+    return run_cpu_session(tmp_path_factory.mktemp("cpu-run"))
+
+
+@pytest.fixture
+def cpu_session(cpu_session_template, tmp_path) -> SessionPaths:
+    """A copy of the finished cpu session; no engine runs on it."""
+    return SessionPaths(shutil.copytree(cpu_session_template.root, tmp_path / CPU_NAME))
 
 
 @pytest.fixture

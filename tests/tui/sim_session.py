@@ -1,5 +1,5 @@
 """The TUI tests' sessions: made by real sim runs (the first through the real CLI), then made
-stable.
+stable; and one real cpu run, whose timings vary, for what does not depend on them.
 
 The sim backend is deterministic for a seed (same candidates, scores and samples), so the only
 values that differ between two runs are wall-clock ones; `normalise_wall_clock` fixes exactly
@@ -33,6 +33,7 @@ NAME = "sim-demo"
 PROBLEM, SEED = "matvec", 0
 FIRST_EVALS, MORE_EVALS = 30, 30
 TWO_DEVICE_NAME, TWO_DEVICE_STEPS = "sim-two", 40
+CPU_NAME, CPU_PROBLEM, CPU_BUDGET = "cpu-demo", "softmax", "3evals,600device-s"
 START = 1764480000.0  # 2025-11-30 05:20:00 UTC: the normalised clock starts here
 EVENT_SPACING_S = 0.1
 WALL_SECONDS = 2.5
@@ -79,6 +80,16 @@ def run_two_device_session(sessions_dir: Path) -> SessionPaths:
         engine.close()
         engine.store.close()
     return paths
+
+
+def run_cpu_session(sessions_dir: Path) -> SessionPaths:
+    """A finished softmax search on the cpu backend (Triton's interpreter, real timings that
+    mean nothing), through the real CLI, with a device-seconds limit among its budget."""
+    engine_cli(
+        "run", CPU_PROBLEM, "--backend", "cpu", "--headless", "--seed", str(SEED),
+        "--budget", CPU_BUDGET, "--session", CPU_NAME, sessions_dir=sessions_dir,
+    )  # fmt: skip
+    return SessionPaths(sessions_dir / CPU_NAME)
 
 
 def recorded_h200_profile() -> dict:

@@ -1,4 +1,5 @@
-"""The Budget pane's devices: one row per device of a session on several, none on one."""
+"""The Budget pane's devices: one row per device of a session on several, none on one; and
+its words for them: GPU, or "device" on the cpu backend."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from engine.session_files import read_snapshot
 from kbtui.app import KernelBrainApp
 from kbtui.formatting import duration
 from kbtui.widgets.budget import BudgetPane
+from kbtui.widgets.status import SessionStatus
 
 pytestmark = pytest.mark.anyio
 
@@ -44,3 +46,34 @@ async def test_a_one_device_session_has_no_device_rows(session):
     assert len(read_snapshot(session)["devices"]) == 1
     lines = await budget_lines(session, (80, 24))
     assert not [line for line in lines if line.startswith("devices") or " (GPU " in line]
+
+
+async def budget_pane_and_status_line(paths, size) -> tuple[list[str], str]:
+    """The Budget pane's text (ledger, plot title, plot) and the status line, as drawn."""
+    app = KernelBrainApp(paths)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await pilot.pause()
+        pane = app.query_one(BudgetPane)
+        texts = [str(static.content) for static in pane.query("Static")]
+        return texts, str(app.query_one(SessionStatus).content)
+
+
+async def test_the_budget_pane_of_a_cpu_session_says_device_not_gpu(cpu_session, session):
+    """On the cpu backend the device is the CPU (Triton's interpreter): the pane counts device
+    seconds and says GPU nowhere, nor does the status line; the sim backend simulates a GPU and
+    keeps its words."""
+    assert read_snapshot(cpu_session)["backend"] == "cpu"
+    (ledger, title, plot), status = await budget_pane_and_status_line(cpu_session, (100, 30))
+    for text in (ledger, title, plot, status):
+        assert "gpu" not in text.lower(), text
+    rows = {line.split("  ")[0]: line for line in ledger.splitlines()}
+    assert {"device", "device by rung", "device by activity", "off the device"} <= set(rows)
+    assert "10m00s" in rows["device"]  # the limit given as 600device-s
+    assert title == "best speedup vs device-seconds" and plot.endswith(" device")
+
+    (ledger, title, plot), _ = await budget_pane_and_status_line(session, (100, 30))
+    rows = {line.split("  ")[0] for line in ledger.splitlines()}
+    assert {"GPU", "GPU by rung", "GPU by activity", "off the GPU"} <= rows
+    assert title == "best speedup vs GPU-seconds" and plot.endswith(" GPU")

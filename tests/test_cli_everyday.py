@@ -6,6 +6,7 @@ and read-only mounts are tried on real processes; the other commands run in this
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,8 @@ import time
 import pytest
 from cli import CLI, kernelbrain
 
+from engine.compose import create_session
+from engine.session.settings import SessionSettings
 from engine.session_files import (
     SessionPaths,
     engine_running,
@@ -305,6 +308,80 @@ def test_help_lists_deferred_commands_as_they_describe_themselves():
 
     listed = build_parser().format_help()
     assert build_parser("check").format_help() == listed == build_parser("doctor").format_help()
+
+
+def test_a_headless_run_ends_with_its_answer_on_stdout(tmp_path, monkeypatch):
+    """Progress and status go to stderr; stdout holds only the answer: the best candidate that
+    `show --json` names, its speedup with its interval and rung, and the commands to look at it
+    and export it, which work as printed."""
+    out = kb("run", "softmax", "--backend", "sim", "--seed", "0", "--budget", "12evals",
+             "--session", "s", "--headless", sessions=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    best = json.loads(kb("show", "s", "--json", sessions=tmp_path).stdout)["best"]
+    low, high = best["speedup_ci"]
+    look, export = (f"kernelbrain {c} s --sessions-dir {tmp_path}" for c in ("show", "export"))
+    assert out.stdout.splitlines() == [
+        f"best {best['id']}: {best['speedup']:.2f}x [{low:.2f}, {high:.2f}] over PyTorch eager "
+        f"at rung {best['rung']} (session s)",
+        f"look:   {look}",
+        f"export: {export} -o best.py",
+    ]
+    err = out.stderr.splitlines()
+    assert err[0] == f"session s in {tmp_path}/s"
+    assert err[-1] == "finished: budget spent: evaluations"
+    assert err[1:-1] and all(line.startswith("[s step ") for line in err[1:-1]), err
+    monkeypatch.chdir(tmp_path)
+    shown = kernelbrain(*shlex.split(look)[1:])
+    assert shown.returncode == 0 and f"best {best['id']} " in shown.stdout.splitlines()[0]
+    assert kernelbrain(*shlex.split(export)[1:], "-o", "best.py").returncode == 0
+    assert "class ModelNew" in (tmp_path / "best.py").read_text()
+
+
+def test_json_gives_the_answer_as_one_line_and_resume_gives_it_too(tmp_path):
+    """`--json` (headless by itself): the same facts as one JSON line on stdout, progress still
+    on stderr; a resume of the spent session answers the same, in words or JSON."""
+    out = kb("run", "softmax", "--backend", "sim", "--seed", "0", "--budget", "12evals",
+             "--session", "s", "--json", sessions=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "no terminal for the TUI" not in out.stderr and "[s step " in out.stderr
+    [line] = out.stdout.splitlines()
+    answer = json.loads(line)
+    assert answer == {
+        "session": "s",
+        "problem": "softmax",
+        "backend": "sim",
+        "state": "finished",
+        "stop_reason": "budget spent: evaluations",
+        "best": json.loads(kb("show", "s", "--json", sessions=tmp_path).stdout)["best"],
+        "no_best": None,
+        "timings_meaningful": True,
+        "show": f"kernelbrain show s --sessions-dir {tmp_path}",
+        "export": f"kernelbrain export s --sessions-dir {tmp_path} -o best.py",
+    }
+    again = kb("resume", "s", "--json", sessions=tmp_path)
+    assert again.returncode == 0 and "spent its evaluations limit" in again.stderr
+    assert json.loads(again.stdout) == answer
+    words = kb("resume", "s", "--headless", sessions=tmp_path).stdout.splitlines()
+    assert words[0].startswith(f"best {answer['best']['id']}: ") and len(words) == 3
+
+
+def test_a_run_without_a_best_says_why_and_offers_no_export(tmp_path):
+    """A session stopped before any candidate was timed: one line says there is no best and
+    why; the JSON answer's best and export are null."""
+    for name in ("s", "j"):
+        paths = SessionPaths(tmp_path / name)
+        create_session(paths, SessionSettings("softmax", "sim", 0, {"evaluations": 5}))
+        send_command(paths, "stop")
+    out = kb("resume", "s", "--headless", sessions=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "no best: no candidate was generated; stopped by the user (session s)",
+        f"look:   kernelbrain show s --sessions-dir {tmp_path}",
+    ]
+    assert out.stderr.splitlines()[-1] == "stopped: stopped by the user"
+    answer = json.loads(kb("resume", "j", "--json", sessions=tmp_path).stdout)
+    assert (answer["best"], answer["export"], answer["state"]) == (None, None, "stopped")
+    assert answer["no_best"] == "no candidate was generated; stopped by the user"
 
 
 @pytest.fixture(scope="module")

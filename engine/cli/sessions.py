@@ -13,6 +13,7 @@ from pathlib import Path
 from engine.backends import GPUS_HELP
 from engine.backends.ray_fleet import RAY_HELP
 from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
+from engine.cli.answer import print_answer
 from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget
@@ -23,6 +24,7 @@ from engine.session_files import (
     find_session,
     limit_name,
     new_session_paths,
+    read_snapshot,
     seconds_unit,
     send_command,
     spent_budget_message,
@@ -75,13 +77,13 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_precision(p)
     add_trust_arguments(p)
-    p.add_argument("--headless", action="store_true", help="run in the foreground, no TUI")
+    add_headless(p)
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("resume", help="continue a stopped or killed session")
     p.add_argument("session")
-    p.add_argument("--headless", action="store_true")
+    add_headless(p)
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_resume)
 
@@ -89,6 +91,18 @@ def register(sub) -> None:
     p.add_argument("session")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_stop)
+
+
+def add_headless(p) -> None:
+    p.add_argument(
+        "--headless",
+        action="store_true",
+        help="run in the foreground, no TUI: progress on stderr, at the end the best candidate "
+        "and the commands to look at and export it on stdout",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="headless, with its answer as one JSON line on stdout"
+    )
 
 
 def session_of(args, published: bool = False) -> SessionPaths:
@@ -170,8 +184,11 @@ def cmd_run(args) -> int:
 def cmd_resume(args) -> int:
     paths = session_of(args)
     running = engine_running(paths)
+    args.headless = args.headless or args.json
     if not running and (spent := spent_budget_message(paths)):
         print(spent, file=sys.stderr)  # finished, not failed: a resume-until-done loop ends
+        if args.headless:  # and its answer stands as the last run left it
+            print_answer(read_snapshot(paths), args.sessions_dir, args.json)
         return 0
     if not args.headless and not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(
@@ -186,11 +203,15 @@ def cmd_resume(args) -> int:
             with session_folder_writes(paths):
                 started = start_detached_engine(paths)
         return attach(paths, started)
-    return run_headless(paths)
+    return run_headless(paths, args.sessions_dir, args.json)
 
 
-def run_headless(paths: SessionPaths) -> int:
-    """Run the engine in this process until the search ends; Ctrl-C stops it with one line."""
+def run_headless(
+    paths: SessionPaths, sessions_dir: str | None = None, as_json: bool = False
+) -> int:
+    """Run the engine in this process until the search ends, its progress on stderr, then its
+    answer on stdout (engine.cli.answer; `as_json`: one JSON line); Ctrl-C stops it with one
+    line. `sessions_dir`: the --sessions-dir given, which the answer's commands repeat."""
     engine = None
     try:
         engine = start_engine(paths)
@@ -210,7 +231,8 @@ def run_headless(paths: SessionPaths) -> int:
             engine.close()
             engine.store.close()
     print(progress_line(engine.last_snapshot), file=sys.stderr)
-    print(f"{state}: {engine.search.schedule.stop_reason}", file=sys.stderr)
+    print(f"{state}: {engine.search.schedule.stop_reason}", file=sys.stderr, flush=True)
+    print_answer(engine.last_snapshot, sessions_dir, as_json)
     return 0
 
 

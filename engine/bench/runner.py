@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from engine.bench import BenchError
+from engine.bench.admission import Admission, footprint
 from engine.bench.floors import size_work
 from engine.bench.kernelbench import kernelbench_metrics
 from engine.bench.measure import measure_ceilings, time_contenders
@@ -43,8 +44,11 @@ class BenchPlan:
     # The devices each search evaluates on; eager, torch.compile and the best kernel are timed
     # on the first.
     gpus: tuple[int, ...] = (0,)
-    # Problems benched at a time: their GPU work takes turns, their compiling overlaps.
+    # Problems benched at a time, at most: their GPU work takes turns, their compiling overlaps;
+    # `memory` (host and GPU bytes, None: not limited) admits fewer where their estimates
+    # (engine.bench.admission) would not fit together.
     jobs: int = 1
+    memory: tuple[int | None, int | None] = (None, None)
 
     def tag(self, problem: str) -> str:
         """A problem's name in session folders and search keys: tf32 benches apart from strict."""
@@ -230,7 +234,12 @@ def run_bench(plan: BenchPlan, log=lambda line: None, on_step=None) -> dict:
         for spec, problem in problems.items():
             finish(spec, bench(spec, problem, on_step=on_step))
     else:
-        run_concurrently(bench, problems, plan.jobs, finish, on_step)
+        footprints = {spec: footprint(p, admitted_labels(p, plan.backend), plan.backend)
+                      for spec, p in problems.items()}  # fmt: skip
+        for spec, wanted in footprints.items():
+            log(f"{problems[spec].name}: estimated {wanted}")
+        admission = Admission(plan.jobs, *plan.memory)
+        run_concurrently(bench, problems, admission, footprints, finish, on_step)
     write_results(with_metrics(plan, results, problems, skipped), plan.out)
     return results
 
@@ -283,10 +292,18 @@ class BenchStopped(Exception):
     checkpoint, for a later bench into the same --out to resume."""
 
 
-def run_concurrently(bench, problems: dict, jobs: int, finish, on_step) -> None:
-    """`jobs` problems at a time, each in a thread: their GPU work takes turns on each device
-    (engine.backends.local.gpu_turn), their compiling overlaps. Ctrl-C stops every search at its
-    next step."""
+def admitted_labels(problem, backend: str) -> list[str]:
+    """The sizes a problem's bench works at: every size on a GPU, the tiny ones on cpu."""
+    if backend == "cpu":
+        return [s.label for s in problem.tier("tiny") or [problem.smallest]]
+    return [s.label for s in problem.sizes]
+
+
+def run_concurrently(bench, problems: dict, admission: Admission, footprints: dict, finish,
+                     on_step) -> None:  # fmt: skip
+    """Problems at a time as `admission` admits them by their `footprints`, each in a thread:
+    their GPU work takes turns on each device (engine.backends.local.gpu_turn), their compiling
+    overlaps. Ctrl-C stops every search at its next step."""
     stopping = threading.Event()
 
     def step(engine) -> None:
@@ -295,8 +312,14 @@ def run_concurrently(bench, problems: dict, jobs: int, finish, on_step) -> None:
         if on_step is not None:
             on_step(engine)
 
-    pool = ThreadPoolExecutor(jobs, thread_name_prefix="bench")
-    futures = {pool.submit(bench, spec, problem, on_step=step): spec
+    def admitted(spec: str, problem):
+        with admission.admitted(footprints[spec]):
+            if stopping.is_set():
+                raise BenchStopped()
+            return bench(spec, problem, on_step=step)
+
+    pool = ThreadPoolExecutor(admission.jobs, thread_name_prefix="bench")
+    futures = {pool.submit(admitted, spec, problem): spec
                for spec, problem in problems.items()}  # fmt: skip
     try:
         for future in as_completed(futures):

@@ -63,11 +63,11 @@ def register(sub) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="problems benched at a time (default 1): their GPU work takes turns on each device, "
-        "so timings stay clean, while their compiling overlaps",
+        default="auto",
+        metavar="N|auto",
+        help="problems benched at a time, at most (default auto: one for every two cores): "
+        "their GPU work takes turns on each device, so timings stay clean, while their compiling "
+        "overlaps; fewer run together where their estimated memory would not fit",
     )
     p.add_argument("--seed", type=int, default=0)
     add_precision(p)
@@ -91,6 +91,7 @@ def command_line(args) -> str:
 def run(args) -> int:
     from engine.backends import resolve_backend, resolve_gpus
     from engine.bench import BenchError
+    from engine.bench.admission import auto_jobs, chosen, memory_given
     from engine.bench.kernelbench import expand_folder
     from engine.bench.runner import BenchPlan, run_bench
     from engine.generate.base import GeneratorError
@@ -99,14 +100,18 @@ def run(args) -> int:
     from engine.session.store import StoreError
     from engine.worker.reference_bank import JUDGES_PER_GPU
 
-    if args.jobs < 1:
-        raise UsageError(f"--jobs {args.jobs}: give 1 or more problems at a time")
+    jobs = args.jobs.strip()
+    if jobs != "auto" and not (jobs.isdigit() and int(jobs) >= 1):
+        raise UsageError(f"--jobs {jobs}: give 1 or more problems at a time, or auto")
     try:
         limits = parse_budget([args.budget_per_problem])
         backend = resolve_backend(args.backend)
         gpus = resolve_gpus(args.gpus, backend)
     except (BudgetError, RuntimeError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
+    jobs = auto_jobs() if jobs == "auto" else int(jobs)
+    memory = memory_given(backend, gpus[0]) if jobs > 1 else (None, None)
+    print(f"--jobs {args.jobs}: {chosen(jobs, memory)}", file=sys.stderr)
     problems, kernelbench = [], []
     for spec in args.problems or builtin_names():
         if not Path(spec).is_dir():
@@ -130,10 +135,11 @@ def run(args) -> int:
         precision_policy=args.precision,
         kernelbench=tuple(kernelbench),
         gpus=gpus,
-        jobs=args.jobs,
+        jobs=jobs,
+        memory=memory,
     )
     # `jobs` judges share each GPU: their reference banks split its share between them.
-    os.environ.setdefault(JUDGES_PER_GPU, str(args.jobs))
+    os.environ.setdefault(JUDGES_PER_GPU, str(jobs))
     try:
         results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),
                             on_step=search_progress())  # fmt: skip

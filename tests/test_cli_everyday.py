@@ -419,6 +419,10 @@ def test_a_cpu_session_counts_device_seconds_and_a_sim_one_gpu_seconds(cpu_run, 
     assert applied == ["budget device_seconds now 605", "budget device_seconds now 610",
                        "budget evaluations now 3"]  # fmt: skip
 
+    out = kb("run", "softmax", "--backend", "cpu", "--budget", "0.01device-s", "--session", "d",
+             "--headless", sessions=sessions)  # fmt: skip
+    assert "finished: budget spent: device_seconds" in out.stderr  # the stop reason too
+
     sim = finished.root.parent
     assert " gpu-s | left: evaluations 0" in kb("show", "s", sessions=sim).stdout.splitlines()[0]
     assert " gpu-s, 12 evals" in kb("ls", sessions=sim).stdout.splitlines()[1]

@@ -23,6 +23,7 @@ from engine.search.commands import apply_command
 from engine.search.score import per_shape, score, speedup_summary
 from engine.session.settings import SessionSettings
 from engine.session.store import StepWrite, Store
+from engine.session_files import limit_name
 
 # A profile guides mutations but costs as much GPU time as many timed evaluations: a rung that
 # asks for one gets it only while profiling stays within this share of all GPU-seconds spent,
@@ -305,7 +306,7 @@ class Search:
     def stop_reason(self) -> str | None:
         spent = self.ledger.exhausted(self.limits)
         if spent:
-            return f"budget spent: {spent}"
+            return f"budget spent: {limit_name(spent, self.settings.backend)}"
         target = self.limits.get("target_speedup")
         confirmed = self.index.measured(self.top_rung)
         if target and any(c.results[self.top_rung].speedup >= target for c in confirmed):

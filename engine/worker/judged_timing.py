@@ -94,6 +94,7 @@ class JudgeClock:
         self.timing = timing
         self.rng = random.Random(timing["seed"] * 7919 + 17)
         self.bracket = Bracket(job.device)
+        self.sample_tolerance: float | None = None  # set by the first verification
 
     def request(self, message: dict, what: str) -> tuple[dict, float]:
         """One runner command timed by the judge's clock, with none of the judge's own GPU work
@@ -110,22 +111,36 @@ class JudgeClock:
     def fetch_message(self, numel: int) -> dict:
         return fetch_message(self.job.tag(), numel, self.rng)
 
-    def verify(self, set_index: int) -> float:
-        """Fetch the last call's outputs at random positions and check them; the fetch's wall."""
-        with torch.no_grad():
-            expected = as_list(self.model(*self.input_sets[set_index]))
+    def verify(self, set_index: int, expected: list | None = None) -> float:
+        """Fetch the last call's outputs at random positions and check them; the fetch's wall.
+        `expected` is PyTorch's output of the same inputs, where the judge has it from the paired
+        reference call (else it is computed here). The first check of a size, after the warm-up,
+        compares with the float64 reference and sets the size's tolerance; later ones compare
+        with `expected` within that tolerance plus PyTorch's own error (one more tolerance), and
+        only an output beyond it is compared with the float64 reference, which decides."""
+        if expected is None:
+            with torch.no_grad():
+                expected = as_list(self.model(*self.input_sets[set_index]))
         message = self.fetch_message(expected[0].numel())
         reply, wall = self.request(message, "fetching a timed output")
+        index = torch.tensor(message["indices"], dtype=torch.int64)
+        shapes = [e.reshape(-1)[index.to(e.device)] for e in expected]
+        del expected
+        outputs = self.job.read_outputs(reply, shapes)
+        if self.sample_tolerance is not None:
+            error = max(normalized_error(o, e.double()) for o, e in zip(outputs, shapes,
+                                                                        strict=True))  # fmt: skip
+            if error <= (SAMPLE_TOLERANCE_FACTOR + 1) * self.sample_tolerance:
+                return wall
         # The reference of the set's contents now, computed here and kept only at the positions
         # fetched (a full-size float64 reference is large; the judge holds GPU memory briefly).
-        index = torch.tensor(message["indices"], dtype=torch.int64)
         ref64 = reference_float64(self.model, self.input_sets[set_index])
         picked = [r.reshape(-1)[index.to(r.device)] for r in ref64]
-        shapes = [e.reshape(-1)[index.to(e.device)] for e in expected]
-        del ref64, expected
-        outputs = self.job.read_outputs(reply, shapes)
+        del ref64
+        if self.sample_tolerance is None:
+            self.sample_tolerance = self.tolerance(shapes, picked, set_index)
         error = max(normalized_error(o, r) for o, r in zip(outputs, picked, strict=True))
-        if not error <= SAMPLE_TOLERANCE_FACTOR * self.tolerance(shapes, picked, set_index):
+        if not error <= SAMPLE_TOLERANCE_FACTOR * self.sample_tolerance:
             raise CandidateRejected(
                 "stale_output",
                 f"a timed call's output is wrong (normalized error {error:.3g} at random "
@@ -177,17 +192,20 @@ class JudgeClock:
         cand, ref = [], []
         self.shift()  # the warm-up's inputs are never timed
         for r in range(reps):
-            k = r % sets
+            k, expected = r % sets, None
             for who in ("cand", "ref") if r % 2 == 0 else ("ref", "cand"):
                 if who == "ref":
                     with torch.no_grad():
-                        event, host, _ = self.bracket.rep(self.model, self.input_sets[k])
+                        event, host, out = self.bracket.rep(self.model, self.input_sets[k])
                     ref.append(max(event, host - judge_sync))
+                    expected = as_list(out) if r in verified else None  # the fetch's check
+                    del out
                     continue
-                sample, host = self.timed_call({"op": "rep", "set": k})
+                sample, claimed = self.timed_call({"op": "rep", "set": k})
                 cand.append(sample)
-                if r in verified:
-                    self.verify_timed(k, host)
+            if r in verified:  # after the paired reference call: its output checks the fetch
+                self.verify_timed(k, claimed, expected)
+            del expected
             if k == sets - 1 and r < reps - 1:
                 self.shift()
         self.check_work(cand, judge_sync)
@@ -210,10 +228,11 @@ class JudgeClock:
         self.seen += wall - runner_overhead
         return max(event, host - runner_sync), host
 
-    def verify_timed(self, set_index: int, host: float) -> None:
+    def verify_timed(self, set_index: int, host: float, expected: list | None = None) -> None:
         """Check the last timed call's output; its fetch's time counts as the call's."""
         _, fetch_overhead, _ = self.calibration
-        self.seen += self.check_fetch(self.verify(set_index) - fetch_overhead, host)
+        fetched = self.verify(set_index, expected) - fetch_overhead
+        self.seen += self.check_fetch(fetched, host)
 
     def shift(self) -> None:
         """New contents at new addresses for every input set, in the runner and the judge."""

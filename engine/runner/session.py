@@ -21,7 +21,6 @@ from .exchange import (
     dtype_name,
     encode_values,
     meta_tensor,
-    read_tensor,
     write_tensor,
 )
 from .fresh_inputs import InputRotation
@@ -155,9 +154,15 @@ class RunnerSession:
 
     def op_build(self, message: dict) -> dict:
         """ModelNew for one size, seeded like Model, with Model's weights when they fit."""
+        imported = self._receive(message)
         init = decode_values(self.exchange, message["init"], self.device)
-        state = {k: read_tensor(self.exchange, d) for k, d in message["state"].items()}
+        names, described = list(message["state"]), list(message["state"].values())
+        weights = decode_values(self.exchange, described, self.device, imported=imported)
+        state = dict(zip(names, weights, strict=True))
         self.model = build_model_new(self.module, init, message["seed"], self.device, state)
+        if self.device == "cuda":
+            torch.cuda.synchronize()  # the copies into the model are done before the unmapping
+        self._release()
         return {"ok": True}
 
     # --- GPU memory the judge shares

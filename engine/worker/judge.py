@@ -154,18 +154,19 @@ class Evaluation:
         self.ask({"op": "load", "source": self.request["source"]}, "importing the candidate")
 
     def build(self, model, init: list, seed: int) -> None:
-        folder = self.runner.exchange
-        state = {
-            k: encode_values(folder, f"w{self.tag()}_", [v])[0]["tensor"]
-            for k, v in model.state_dict().items()
-        }
+        """ModelNew built in the runner with the Model's weights (big ones on cuda cross as
+        shared GPU memory, released once it has loaded them)."""
+        weights = model.state_dict()
         message = {
             "op": "build",
-            "init": encode_values(folder, f"i{self.tag()}_", init),
+            "init": encode_values(self.runner.exchange, f"i{self.tag()}_", init),
             "seed": seed,
-            "state": state,
+            "state": dict(zip(weights, self.encode(list(weights.values())), strict=True)),
         }
-        self.ask(message, "building ModelNew")
+        try:
+            self.ask(message, "building ModelNew")
+        finally:
+            self.release_shared()
 
     def encode(self, inputs: list) -> list[dict]:
         if self.share:

@@ -108,7 +108,7 @@ class LocalBackend:
         self.compile_pool = None
         if compile_target and compile_workers > 0:
             self.compile_pool = CompilePool(compile_target, compile_workers, timeouts)
-            self.judge_client.start_soon()  # starting beside the compile workers, not after
+        self.judge_client.start_soon()  # its imports overlap the engine's set-up and compiles
 
     def share_compiling(self, first: LocalBackend) -> None:
         """Use `first`'s compile workers and candidates' caches (another device of one search:

@@ -20,9 +20,6 @@ import sys
 import threading
 import time
 
-from engine.worker.judge import evaluate
-from engine.worker.precompile import precompile
-from engine.worker.reference_bank import ReferenceBank
 from engine.worker.runner_pool import RunnerPool
 from engine.worker.sandbox import isolation
 from engine.worker.template import RunnerTemplate
@@ -44,6 +41,44 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def serve(send, pools: dict[str, RunnerPool]) -> None:
+    """Answer requests until the engine closes stdin."""
+    from engine.worker.judge import evaluate
+    from engine.worker.precompile import precompile
+    from engine.worker.reference_bank import ReferenceBank
+
+    banks: dict[str, ReferenceBank | None] = {}
+
+    def take_turn() -> None:
+        send({"event": "turn"})
+        line = sys.stdin.readline()
+        if not line or not json.loads(line).get("go"):
+            raise SystemExit("the engine stopped before this request's turn on the GPU")
+
+    gc.freeze()  # torch and the judge's modules: no collection (one a timed size) scans them
+    box = isolation()
+    send(
+        {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}
+    )
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        device = request["device"]
+        if device not in pools:
+            pools[device] = RunnerPool(RunnerTemplate(device))
+        if device not in banks:
+            banks[device] = ReferenceBank(device) if device != "compile" else None
+        if device == "compile":  # compiling ahead (engine.worker.precompile)
+            result = precompile(request, pools[device].template)
+        else:
+            result = evaluate(
+                request, lambda phase: send({"event": "phase", "phase": phase}), take_turn,
+                pools[device], banks[device],
+            )  # fmt: skip
+        send({"event": "result", "result": result})
+
+
 def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
@@ -53,41 +88,12 @@ def main() -> int:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
-    gc.freeze()  # torch and the judge's modules: no collection (one a timed size) scans them
     pools: dict[str, RunnerPool] = {}
-    banks: dict[str, ReferenceBank | None] = {}
     exit_with_parent()
-    if len(sys.argv) > 1:  # the device it will serve: its template's imports begin at once
+    if len(sys.argv) > 1:  # the device it will serve: its template starts before torch loads here
         pools[sys.argv[1]] = RunnerPool(RunnerTemplate(sys.argv[1]))
-
-    def take_turn() -> None:
-        send({"event": "turn"})
-        line = sys.stdin.readline()
-        if not line or not json.loads(line).get("go"):
-            raise SystemExit("the engine stopped before this request's turn on the GPU")
-
-    box = isolation()
-    send(
-        {"event": "ready", "pid": os.getpid(), "sandboxed": box.sandboxed, "isolation": box.detail}
-    )
     try:
-        for line in sys.stdin:
-            if not line.strip():
-                continue
-            request = json.loads(line)
-            device = request["device"]
-            if device not in pools:
-                pools[device] = RunnerPool(RunnerTemplate(device))
-            if device not in banks:
-                banks[device] = ReferenceBank(device) if device != "compile" else None
-            if device == "compile":  # compiling ahead (engine.worker.precompile)
-                result = precompile(request, pools[device].template)
-            else:
-                result = evaluate(
-                    request, lambda phase: send({"event": "phase", "phase": phase}), take_turn,
-                    pools[device], banks[device],
-                )  # fmt: skip
-            send({"event": "result", "result": result})
+        serve(send, pools)
     finally:
         for pool in pools.values():
             pool.close()

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from cli import kernelbrain, kernelbrain_process
 
+from engine.cli.problems import LISTING_CACHE
+
 CANDIDATES = Path(__file__).parent / "candidates"
 
 
@@ -74,8 +76,8 @@ def test_usage_errors_exit_2(tmp_path):
     assert "missing `get_inputs`" in bad_problem.stderr
 
 
-def test_problems_lists_sizes_and_replaced_ops():
-    done = kb("problems")
+def test_problems_lists_sizes_and_replaced_ops(tmp_path):
+    done = kb("problems", env={"KERNELBRAIN_SESSIONS": str(tmp_path)})  # computed, not kept
     assert done.returncode == 0
     assert "softmax: Softmax over dim 1" in done.stdout
     assert "replaces: scaled_dot_product_attention" in done.stdout
@@ -85,6 +87,25 @@ def test_problems_lists_sizes_and_replaced_ops():
     assert "  tolerance: every precision 1e-05" in tolerances  # one value for all
     assert "  tolerance: fp32 1e-05, tf32x3 1e-05, tf32 0.002" in tolerances  # one a precision
     assert not any("{" in line for line in tolerances)
+
+
+def test_problems_once_listed_starts_without_torch(tmp_path):
+    """The first `problems` computes the listing (tracing each problem needs torch) and keeps it
+    in the sessions folder; the next, a process of its own, prints the same lines without
+    importing torch. A listing kept for other files is computed again."""
+    env = {"KERNELBRAIN_SESSIONS": str(tmp_path)}
+    first = kb("problems", env=env)
+    assert first.returncode == 0 and "softmax: Softmax over dim 1" in first.stdout
+    kept = tmp_path / LISTING_CACHE
+    assert json.loads(kept.read_text())["text"] == first.stdout
+    again = kernelbrain_process("problems", env={**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert again.returncode == 0 and again.stdout == first.stdout
+    imported = [line.split("|")[-1].strip() for line in again.stderr.splitlines()]
+    assert "engine.problems.problem" in imported  # the import times are there to read
+    assert not [name for name in imported if name.split(".")[0] == "torch"]
+    kept.write_text(json.dumps({"key": "other files", "text": "stale\n"}))
+    assert kb("problems", env=env).stdout == first.stdout
+    assert json.loads(kept.read_text())["key"] != "other files"
 
 
 def test_doctor_reports_backend_and_isolation():

@@ -47,7 +47,7 @@ from engine.worker.failures import (
 )
 from engine.worker.judged_timing import calibrate, time_size
 from engine.worker.reference_bank import ReferenceBank
-from engine.worker.runner_pool import FRESH, RunnerPool
+from engine.worker.runner_pool import FRESH, SHARED, RunnerPool
 from engine.worker.runner_process import RunnerFailed, RunnerProcess, links_in
 from engine.worker.template import seed_cache
 
@@ -442,7 +442,9 @@ def evaluate(request: dict, send_phase, take_turn, pool: RunnerPool, bank: Refer
         return job.verdict(passed=False, reason=MACHINE_FAULT, message=fault)
     finally:
         job.release_shared()
-        if cache:
+        if not lend_again:
+            runner.close()  # dead before its box is read: nothing of it changes under the copy
+        if cache and (not lend_again or owner == SHARED):  # a live one only with project code
             keep_kernels(runner.triton_cache, kernels_before, cache, pool.template.warm_cache)
         pool.give_back(runner, lend_again)
         if job.device == "cuda":  # the next runner needs the GPU memory this judge cached

@@ -36,8 +36,11 @@ class RunnerPool:
         runner, self.idle = self.idle, None
         reusable = runner is not None and runner.owner == owner and owner != FRESH
         if reusable and runner.exit_code is None and (runner.calibration or not calibrated):
-            self.template.empty_box(keep_kernels=True)  # what the last evaluation left
-            seed_cache(runner.triton_cache, triton_cache)
+            # The judge reads or changes the box of a live runner only where it runs the
+            # project's code: any other could swap a folder there for a link as it is walked.
+            if owner == SHARED:
+                self.template.empty_box(keep_kernels=True)  # what the last candidate left
+                seed_cache(runner.triton_cache, triton_cache)
             runner.evaluations += 1
             return runner
         if runner is not None:

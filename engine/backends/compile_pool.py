@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from engine.worker.client import Timeouts, WorkerClient
 from engine.worker.precompile import outcome
+from engine.worker.protocol import JudgeRequest
 
 # One compile worker by default. On the H200 box (16 cores) a warm worker compiled a softmax
 # candidate at its three sizes in 0.2 s and the GPU's evaluation of it took 2 s, so one keeps
@@ -62,18 +63,18 @@ class CompilePool:
     def submitted(self, key: str) -> bool:
         return key in self._jobs
 
-    def submit(self, key: str, request: dict) -> None:
+    def submit(self, key: str, request: JudgeRequest) -> None:
         """Compile `request` (a judge request of device "compile") unless `key` was submitted."""
         if key not in self._jobs:
             self._jobs[key] = self._executor.submit(self._compile, request)
 
-    def result(self, key: str, request: dict) -> dict:
+    def result(self, key: str, request: JudgeRequest) -> dict:
         """The outcome of `key`'s compile (engine.worker.precompile.outcome), once it is done,
         with `gpu_seconds` {"compile": seconds it took in its worker}."""
         self.submit(key, request)
         return self._jobs[key].result()
 
-    def _compile(self, request: dict) -> dict:
+    def _compile(self, request: JudgeRequest) -> dict:
         client = self._idle.get()
         try:
             found = client.run(request)

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 from engine.backends import faults
 from engine.backends.compile_pool import CompilePool, gpu_target, workers_wanted
@@ -22,7 +23,7 @@ from engine.jobs import EvalJob, EvalResult, ShapeTiming, source_sha256
 from engine.problems import Problem, Size
 from engine.timing.stats import speedup_interval, summarize
 from engine.worker.client import Timeouts, WorkerClient
-from engine.worker.runner_pool import FRESH, SHARED
+from engine.worker.protocol import FRESH, SHARED, JudgeRequest, SizeSpec, TimingPlan, Verdict
 
 # One lock per GPU, shared by this process's backends: evaluations, profiles and the bench's
 # timings on one device never overlap. An evaluation takes it once its runner has started, a
@@ -128,23 +129,28 @@ class LocalBackend:
             return problem.tier("tiny") or [problem.smallest]
         return sizes
 
-    def judge_request(self, problem: Problem, source: str, sizes: list[Size], **extra) -> dict:
-        """What the judge process receives: everything it needs but the candidate's verdict."""
-        return {
+    def judge_request(self, problem: Problem, source: str, sizes: list[Size], *,
+                      check_seeds=(), check_sizes=(), timing: TimingPlan | dict | None = None,
+                      **fields) -> JudgeRequest:  # fmt: skip
+        """What the judge process receives: everything it needs but the candidate's verdict
+        (`timing` may be given as TimingPlan's fields; `fields`: JudgeRequest's others)."""
+        if isinstance(timing, dict):
+            timing = TimingPlan(**timing)
+        return JudgeRequest(**{
             "problem_path": str(problem.path),
             "source": source,
-            "triton_cache": self._triton_cache(source),
             "device": self.device,
-            "replaces": list(problem.replaces),
+            "sizes": tuple(SizeSpec(s.label, s.params) for s in sizes),
+            "replaces": tuple(problem.replaces),
             "tolerance": problem.tolerance,
             "precision_policy": problem.precision_policy,
-            "allowed_torch_ops": list(problem.allowed_torch_ops),
-            "sizes": [{"label": s.label, "params": s.params} for s in sizes],
-            "check_seeds": [],
-            "model_seed": 0,
-            "timing": None,
-            **extra,
-        }
+            "allowed_torch_ops": tuple(problem.allowed_torch_ops),
+            "check_seeds": tuple(check_seeds),
+            "check_sizes": tuple(check_sizes),
+            "timing": timing,
+            "triton_cache": self._triton_cache(source),
+            **fields,
+        })  # fmt: skip
 
     def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
         """The judge's verdict on a request, without the engine's static rules."""
@@ -178,7 +184,7 @@ class LocalBackend:
         request = self._compile_request(problem, source, sizes)
         return self.compile_pool.result(source_sha256(source), request)
 
-    def _compile_request(self, problem: Problem, source: str, sizes: list[Size]) -> dict:
+    def _compile_request(self, problem: Problem, source: str, sizes: list[Size]) -> JudgeRequest:
         model_seed = seed_pools(0)[0]  # the weights' values do not matter to a compiler
         return self.judge_request(problem, source, sizes, device="compile", model_seed=model_seed)
 
@@ -201,14 +207,9 @@ class LocalBackend:
         """Gate (when job.check) and time; `sizes` overrides the rung's (the check command)."""
         sizes = sizes or self.sizes_for(problem, job.rung.size_labels)
         model_seed, seeds, recheck_seed = job_seeds(job)
-        timing = {
-            "seed": job.seed + TIMING_SEED_OFFSET,
-            "recheck_seed": recheck_seed,
-            "warmup": job.rung.warmup,
-            "reps": job.rung.reps,
-            "input_sets": job.rung.input_sets,
-            "interleave": job.rung.interleave,
-        }
+        timing = TimingPlan(seed=job.seed + TIMING_SEED_OFFSET, recheck_seed=recheck_seed,
+                            warmup=job.rung.warmup, reps=job.rung.reps,
+                            input_sets=job.rung.input_sets, interleave=job.rung.interleave)
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
@@ -231,7 +232,7 @@ class LocalBackend:
             _reject_foreign_kernels(result.profile, job.source, problem, result)
         return result
 
-    def _judged(self, request: dict) -> EvalResult:
+    def _judged(self, request: JudgeRequest) -> EvalResult:
         """The judge's verdict on `request`, its faults given their owner (engine.backends.
         faults: a machine fault asked again with backoff, a crash run again in a fresh runner
         and held against a known-good request); every try's seconds are charged."""
@@ -243,9 +244,9 @@ class LocalBackend:
             spent = _add(spent, result.gpu_seconds)
             return result
 
-        known_good = {**request, "source": faults.KNOWN_GOOD_SOURCE, "check_seeds": [],
-                      "timing": None, "runner": FRESH,
-                      "triton_cache": self._triton_cache(faults.KNOWN_GOOD_SOURCE)}  # fmt: skip
+        known_good = replace(request, source=faults.KNOWN_GOOD_SOURCE, check_seeds=(),
+                             timing=None, runner=FRESH,
+                             triton_cache=self._triton_cache(faults.KNOWN_GOOD_SOURCE))
         result = faults.judged(lambda: ask(request), lambda: ask(known_good), self.backoff)
         result.gpu_seconds = spent
         return result
@@ -300,19 +301,21 @@ class LocalBackend:
         result.gpu_seconds = _add(result.gpu_seconds, {"profile": seconds})
         return diagnosis
 
-    def _result(self, raw: dict) -> EvalResult:
-        timings = [_shape_timing(label, s["cand"], s["ref"]) for label, s in raw["samples"].items()]
+    def _result(self, wire: dict) -> EvalResult:
+        verdict = Verdict.from_wire(wire)
+        timings = [_shape_timing(label, s["cand"], s["ref"])
+                   for label, s in verdict.samples.items()]  # fmt: skip
         return EvalResult(
-            passed=raw["passed"],
-            reason=raw["reason"],
-            message=raw["message"],
-            error=raw["error"],
-            tolerance=raw["tolerance"],
+            passed=verdict.passed,
+            reason=verdict.reason,
+            message=verdict.message,
+            error=verdict.error,
+            tolerance=verdict.tolerance,
             timings=timings,
-            gpu_seconds=raw["gpu_seconds"],
+            gpu_seconds=verdict.gpu_seconds,
             meaningful=self.timings_meaningful,
-            precision=raw["precision"],
-            references=raw.get("references", {}),
+            precision=verdict.precision,
+            references=verdict.references,
         )
 
     def close(self) -> None:

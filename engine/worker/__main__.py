@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 
+from engine.worker.protocol import JudgeRequest
 from engine.worker.runner_pool import RunnerPool
 from engine.worker.sandbox import isolation
 from engine.worker.template import RunnerTemplate
@@ -63,8 +64,8 @@ def serve(send, pools: dict[str, RunnerPool]) -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
-        request = json.loads(line)
-        device = request["device"]
+        request = JudgeRequest.from_wire(json.loads(line))
+        device = request.device
         if device not in pools:
             pools[device] = RunnerPool(RunnerTemplate(device))
         if device not in banks:
@@ -75,7 +76,7 @@ def serve(send, pools: dict[str, RunnerPool]) -> None:
             result = evaluate(
                 request, lambda phase: send({"event": "phase", "phase": phase}), take_turn,
                 pools[device], banks[device],
-            )  # fmt: skip
+            ).to_wire()  # fmt: skip
         send({"event": "result", "result": result})
 
 

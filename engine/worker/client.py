@@ -15,11 +15,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.jobs import MACHINE_FAULT
 from engine.runner.compile_only import TARGET_VARIABLE
 from engine.worker.failures import death_message
+from engine.worker.protocol import JudgeRequest, Verdict
 from engine.worker.sandbox import worker_environment
 
 # What each phase the worker announces is counted as in the budget ledger.
@@ -49,16 +50,8 @@ class Timeouts:
 
 
 def _failure(reason: str, message: str) -> dict:
-    return {
-        "passed": False,
-        "reason": reason,
-        "message": message,
-        "error": None,
-        "tolerance": None,
-        "precision": "fp32",
-        "samples": {},
-        "fatal": True,
-    }
+    """The verdict on a request whose judge hung, died or did not start."""
+    return Verdict(False, reason, message, fatal=True).to_wire()
 
 
 class WorkerClient:
@@ -185,7 +178,7 @@ class WorkerClient:
             return self._start()
         return None
 
-    def run(self, request: dict, turn: threading.Lock | None = None) -> dict:
+    def run(self, request: JudgeRequest, turn: threading.Lock | None = None) -> dict:
         """Send one request and wait for its result under the phase deadlines. The judge starts
         the candidate's runner first, then works on the GPU holding `turn` (when given), which is
         released with the result. The result has `gpu_seconds` by activity, measured as wall time
@@ -201,7 +194,7 @@ class WorkerClient:
                 self._kill()
                 raise
 
-    def _run(self, request: dict, take_turn) -> dict:
+    def _run(self, request: JudgeRequest, take_turn) -> dict:
         gpu_seconds: dict[str, float] = collections.defaultdict(float)
         problem = self._ensure_started()
         if problem:
@@ -209,7 +202,7 @@ class WorkerClient:
         self._stderr.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
         deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S
-        self._send({**request, "deadlines": self.timeouts.for_judge()})
+        self._send(replace(request, deadlines=self.timeouts.for_judge()).to_wire())
         while True:
             message = self._next(deadline)
             now = time.monotonic()

@@ -46,8 +46,9 @@ from engine.worker.failures import (
     sanitize,
 )
 from engine.worker.judged_timing import calibrate, time_size
+from engine.worker.protocol import FRESH, SHARED, JudgeRequest, SizeSpec, Verdict
 from engine.worker.reference_bank import ReferenceBank
-from engine.worker.runner_pool import FRESH, SHARED, RunnerPool
+from engine.worker.runner_pool import RunnerPool
 from engine.worker.runner_process import RunnerFailed, RunnerProcess, links_in
 from engine.worker.template import seed_cache
 
@@ -70,7 +71,7 @@ MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 class Evaluation:
     """State of one request: the runner holding the candidate, the phase, what was measured."""
 
-    def __init__(self, request: dict, send_phase, take_turn, runner: RunnerProcess,
+    def __init__(self, request: JudgeRequest, send_phase, take_turn, runner: RunnerProcess,
                  bank: ReferenceBank):  # fmt: skip
         self.request = request
         self.take_turn = take_turn
@@ -79,11 +80,11 @@ class Evaluation:
         self.problem_digest = ""  # of the problem file's text, once run() has read it
         self.send_phase = send_phase
         self.runner = runner
-        self.device = request["device"]
-        self.deadlines = {**DEFAULT_DEADLINES, **request.get("deadlines", {})}
-        self.replaced = expand_equivalents(request["replaces"])
-        self.allowed_ops = frozenset(request.get("allowed_torch_ops", ()))
-        self.policy = request["precision_policy"]
+        self.device = request.device
+        self.deadlines = {**DEFAULT_DEADLINES, **request.deadlines}
+        self.replaced = expand_equivalents(request.replaces)
+        self.allowed_ops = frozenset(request.allowed_torch_ops)
+        self.policy = request.precision_policy
         self.phase = "compile"
         self.loaded = False  # whether the candidate's code is in the runner yet
         self.launched = False
@@ -151,7 +152,7 @@ class Evaluation:
     def load(self) -> None:
         self.enter("compile")
         self.loaded = True
-        self.ask({"op": "load", "source": self.request["source"]}, "importing the candidate")
+        self.ask({"op": "load", "source": self.request.source}, "importing the candidate")
 
     def build(self, model, init: list, seed: int) -> None:
         """ModelNew built in the runner with the Model's weights (big ones on cuda cross as
@@ -200,16 +201,16 @@ class Evaluation:
     def precision(self, inputs: list) -> str:
         floats = [x.dtype for x in inputs if torch.is_tensor(x) and x.is_floating_point()]
         dtype = str(floats[0]).removeprefix("torch.") if floats else "float32"
-        return infer_precision(self.request["source"], dtype)
+        return infer_precision(self.request.source, dtype)
 
-    def reference(self, problem, model, size: dict, seed: int):
+    def reference(self, problem, model, size: SizeSpec, seed: int):
         """The reference for the input set of `seed`, from the bank when it holds it."""
-        key = (self.problem_digest, json.dumps(size["params"], sort_keys=True),
-               self.request["model_seed"], seed, self.device, self.policy)  # fmt: skip
+        key = (self.problem_digest, json.dumps(size.params, sort_keys=True),
+               self.request.model_seed, seed, self.device, self.policy)  # fmt: skip
         with self.judging():
             return self.bank.get(
                 key, lambda: compute_reference(
-                    model, make_inputs(problem, size["params"], seed, self.device))
+                    model, make_inputs(problem, size.params, seed, self.device))
             )  # fmt: skip
 
     def check_once(self, model, reference, earlier: dict) -> tuple:
@@ -231,7 +232,7 @@ class Evaluation:
             )
         precision = self.precision(reference.inputs)
         error, tolerance = check_error(
-            outputs, reference, self.request.get("tolerance"), self.policy, precision
+            outputs, reference, self.request.tolerance, self.policy, precision
         )
         self.errors.append((error, tolerance))
         self.precisions.append(precision)
@@ -280,58 +281,58 @@ class Evaluation:
             self.share = None
             self.runner.template.share_works = False
 
-    def check(self, problem, size: dict) -> None:
-        model_seed = self.request["model_seed"]
+    def check(self, problem, size: SizeSpec) -> None:
+        model_seed = self.request.model_seed
         with self.judging():
-            model, init = build_model(problem, size["params"], model_seed, self.device)
+            model, init = build_model(problem, size.params, model_seed, self.device)
         self.build(model, init, model_seed)
         prints: dict = {}
-        for seed in self.request["check_seeds"]:
+        for seed in self.request.check_seeds:
             reference = self.reference(problem, model, size, seed)
             output_print, reference_print = self.check_once(model, reference, prints)
             prints[output_print] = reference_print
 
-    def time_and_recheck(self, problem, size: dict) -> dict:
+    def time_and_recheck(self, problem, size: SizeSpec) -> dict:
         """Raw samples for one size, then the timed instance checked again on a fresh seed."""
-        timing = self.request["timing"]
-        seed, model_seed = timing["seed"], self.request["model_seed"]
+        timing = self.request.timing
+        seed, model_seed = timing.seed, self.request.model_seed
         with self.judging():
-            model, init = build_model(problem, size["params"], model_seed, self.device)
+            model, init = build_model(problem, size.params, model_seed, self.device)
         self.build(model, init, model_seed)
         with self.judging():
             input_sets = [
-                make_inputs(problem, size["params"], seed + k, self.device)
-                for k in range(max(1, timing["input_sets"]))
+                make_inputs(problem, size.params, seed + k, self.device)
+                for k in range(max(1, timing.input_sets))
             ]
         self.next_run()
         try:
             samples = time_size(self, model, input_sets, timing, self.calibration)
         except CandidateRejected as exc:
-            if exc.reason != "stale_output" or size["label"] in self.checked_sizes:
+            if exc.reason != "stale_output" or size.label in self.checked_sizes:
                 raise
             # a size first compared here: its output is wrong, not stale
             what = exc.message.split(":")[0]
-            raise CandidateRejected("wrong_output", f"at {size['label']}, {what}") from exc
+            raise CandidateRejected("wrong_output", f"at {size.label}, {what}") from exc
         finally:
             self.release_shared()
         del input_sets
-        recheck = self.reference(problem, model, size, timing["recheck_seed"])
+        recheck = self.reference(problem, model, size, timing.recheck_seed)
         try:
             self.check_once(model, recheck, {})
         except CandidateRejected as exc:
-            if exc.reason not in OUTPUT_REASONS or size["label"] not in self.checked_sizes:
+            if exc.reason not in OUTPUT_REASONS or size.label not in self.checked_sizes:
                 raise  # a size first checked here: its output is wrong, not stale
             raise CandidateRejected(
                 "stale_output",
-                f"correct before timing, wrong after {timing['warmup'] + timing['reps']} timed "
+                f"correct before timing, wrong after {timing.warmup + timing.reps} timed "
                 f"calls on a fresh input: {exc.message}; do not cache outputs or state between "
                 "calls",
             ) from exc
         return samples
 
-    def run(self) -> dict:
+    def run(self) -> Verdict:
         reference_precision(self.policy)
-        path = Path(self.request["problem_path"])
+        path = Path(self.request.problem_path)
         try:
             self.problem_digest = hashlib.sha256(path.read_bytes()).hexdigest()
             problem = import_module_from(path, "problem")
@@ -342,25 +343,25 @@ class Evaluation:
             self.probe_sharing()  # before any candidate code is in the runner
         self.runner.wait_ready(self.deadlines["compile"])
         self.take_turn()  # the runner has started: from here on, the GPU is this request's
-        if self.request.get("timing") and fresh:  # a lent runner keeps its first calibration
+        if self.request.timing and fresh:  # a lent runner keeps its first calibration
             self.runner.calibration = calibrate(self.runner, self.deadlines["compile"])
         self.calibration = self.runner.calibration
         self.load()
-        sizes = self.request["sizes"]
+        sizes = self.request.sizes
         # Without check seeds, an earlier evaluation checked the candidate at every size.
-        self.checked_sizes = [s["label"] for s in sizes]
-        if self.request["check_seeds"]:
-            self.checked_sizes = self.request.get("check_sizes") or self.checked_sizes
+        self.checked_sizes = [s.label for s in sizes]
+        if self.request.check_seeds:
+            self.checked_sizes = list(self.request.check_sizes) or self.checked_sizes
             for size in sizes:
-                if size["label"] in self.checked_sizes:
+                if size.label in self.checked_sizes:
                     self.check(problem, size)
         samples = {}
-        if self.request.get("timing"):
+        if self.request.timing:
             for size in sizes:
-                samples[size["label"]] = self.time_and_recheck(problem, size)
+                samples[size.label] = self.time_and_recheck(problem, size)
         return self.verdict(passed=True, samples=samples)
 
-    def judged(self) -> dict:
+    def judged(self) -> Verdict:
         """The verdict of `run`, a failure of the candidate's turned into its rejection."""
         try:
             return self.run()
@@ -376,7 +377,7 @@ class Evaluation:
             message = sanitize(f"the runner's reply was malformed ({type(exc).__name__}: {exc})")
             return self.verdict(passed=False, reason="protocol_violation", message=message)
 
-    def reset_runner(self, verdict: dict) -> bool:
+    def reset_runner(self, verdict: Verdict) -> bool:
         """Have the runner forget the candidate; whether it may serve another evaluation. A
         candidate that changed the runner's process-wide state, which the next would inherit,
         is rejected for it where it had passed (runner_tampered)."""
@@ -387,42 +388,36 @@ class Evaluation:
         changed = reply.get("changed")
         if not isinstance(changed, list) or not all(isinstance(c, str) for c in changed):
             return False
-        if changed and verdict["passed"]:
-            verdict.update(passed=False, reason="runner_tampered", samples={}, message=sanitize(
+        if changed and verdict.passed:
+            verdict.passed, verdict.reason, verdict.samples = False, "runner_tampered", {}
+            verdict.message = sanitize(
                 f"the candidate changed the runner's process-wide state ({', '.join(changed[:6])})"
                 ", which every later candidate would inherit: leave torch's settings, the "
-                "environment and installed functions as the module found them"))  # fmt: skip
+                "environment and installed functions as the module found them")
         return not changed
 
-    def verdict(self, passed: bool, reason=None, message="", samples=None) -> dict:
+    def verdict(self, passed: bool, reason=None, message="", samples=None) -> Verdict:
         worst = max(self.errors, default=(None, None), key=lambda e: e[0] / max(e[1], 1e-300))
-        return {
-            "passed": passed,
-            "reason": reason,
-            "message": message,
-            "error": worst[0],
-            "tolerance": worst[1],
-            "precision": join_precisions(self.precisions),
-            "references": {
-                "banked": self.bank.counts["hits"] - self.banked_before["hits"],
-                "computed": self.bank.counts["misses"] - self.banked_before["misses"],
-            },
-            "samples": samples or {},
-            "fatal": False,
+        references = {
+            "banked": self.bank.counts["hits"] - self.banked_before["hits"],
+            "computed": self.bank.counts["misses"] - self.banked_before["misses"],
         }
+        return Verdict(passed, reason, message, error=worst[0], tolerance=worst[1],
+                       precision=join_precisions(self.precisions), references=references,
+                       samples=samples or {})  # fmt: skip
 
 
-def evaluate(request: dict, send_phase, take_turn, pool: RunnerPool, bank: ReferenceBank
-             ) -> dict:  # fmt: skip
+def evaluate(request: JudgeRequest, send_phase, take_turn, pool: RunnerPool, bank: ReferenceBank
+             ) -> Verdict:  # fmt: skip
     """Judge one request in a runner of its owner's (engine.worker.runner_pool), its GPU work
     after `take_turn` returns; a candidate's failure is a rejection, never an exception. A runner
     that fails before the candidate's code is in it, and the judge's own memory or GPU failing,
     are the machine's (MACHINE_FAULT). The runner is lent again only after a clean evaluation and
-    reset. The kernels compiled for the candidate are kept in `request["triton_cache"]` for its
+    reset. The kernels compiled for the candidate are kept in `request.triton_cache` for its
     next runner and its profiles."""
-    cache, owner = request.get("triton_cache"), request.get("runner") or FRESH
+    cache, owner = request.triton_cache, request.runner
     try:
-        runner = pool.take(owner, cache, calibrated=bool(request.get("timing")))
+        runner = pool.take(owner, cache, calibrated=request.timing is not None)
     except (RunnerFailed, OSError) as exc:  # OSError: no memory or processes left for a fork
         failed = Evaluation(request, send_phase, take_turn, None, bank)
         return failed.verdict(False, MACHINE_FAULT, sanitize(f"the runner could not start: {exc}"))
@@ -431,7 +426,7 @@ def evaluate(request: dict, send_phase, take_turn, pool: RunnerPool, bank: Refer
     lend_again = False
     try:
         verdict = job.judged()
-        if owner != FRESH and verdict["reason"] in LENT_AGAIN_AFTER:
+        if owner != FRESH and verdict.reason in LENT_AGAIN_AFTER:
             lend_again = job.reset_runner(verdict)
         return verdict
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError, CudaShareError

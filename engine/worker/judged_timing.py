@@ -36,6 +36,7 @@ from engine.gate.precision import gate_tolerance
 from engine.runner.fresh_inputs import InputRotation
 from engine.runner.timer import Bracket, collector_paused, noop
 from engine.worker.failures import classify_reply
+from engine.worker.protocol import TimingPlan
 
 CALIBRATION_REPS = 8
 # Positions of each output checked after a verified repetition: runs of contiguous elements at
@@ -83,7 +84,7 @@ def _number(reply: dict, key: str) -> float:
 class JudgeClock:
     """The judge's side of timing one size: calibration, repetitions, verification."""
 
-    def __init__(self, job, model, input_sets: list, timing: dict, calibration: tuple):
+    def __init__(self, job, model, input_sets: list, timing: TimingPlan, calibration: tuple):
         self.job = job
         self.calibration = calibration
         self.noise = NOISE_MS["cuda" if job.device == "cuda" else "cpu"]
@@ -92,7 +93,7 @@ class JudgeClock:
         self.input_sets = input_sets
         self.rotation = InputRotation(input_sets)
         self.timing = timing
-        self.rng = random.Random(timing["seed"] * 7919 + 17)
+        self.rng = random.Random(timing.seed * 7919 + 17)
         self.bracket = Bracket(job.device)
         self.sample_tolerance: float | None = None  # set by the first verification
 
@@ -156,16 +157,16 @@ class JudgeClock:
         torch_error = max(normalized_error(e, r) for e, r in zip(expected, picked, strict=True))
         dtype = str(expected[0].dtype).removeprefix("torch.")
         precision = self.job.precision(self.input_sets[set_index])
-        here = gate_tolerance(self.job.request.get("tolerance"), self.job.policy, dtype,
+        here = gate_tolerance(self.job.request.tolerance, self.job.policy, dtype,
                               precision, torch_error)  # fmt: skip
         return max([here] + [tolerance for _, tolerance in self.job.errors])
 
     def run(self) -> dict:
         encoded = [self.job.encode(s) for s in self.input_sets]
         self.request(
-            {"op": "time_begin", "sets": encoded, "warmup": self.timing["warmup"]}, "warming up"
+            {"op": "time_begin", "sets": encoded, "warmup": self.timing.warmup}, "warming up"
         )
-        warmup = self.timing["warmup"]
+        warmup = self.timing.warmup
         with torch.no_grad():
             for r in range(warmup):
                 self.model(*self.input_sets[r % len(self.input_sets)])
@@ -183,7 +184,7 @@ class JudgeClock:
 
     def repetitions(self, verify_all: bool = False) -> dict:
         judge_sync = judge_sync_overhead(self.bracket)
-        reps, sets = self.timing["reps"], len(self.input_sets)
+        reps, sets = self.timing.reps, len(self.input_sets)
         verified = set(self.rng.sample(range(reps), min(reps, max(2, reps // 4))))
         if verify_all:
             verified = set(range(reps))
@@ -325,6 +326,6 @@ def judge_sync_overhead(bracket: Bracket) -> float:
     return _JUDGE_SYNC[bracket.device]
 
 
-def time_size(job, model, input_sets: list, timing: dict, calibration: tuple) -> dict:
+def time_size(job, model, input_sets: list, timing: TimingPlan, calibration: tuple) -> dict:
     """Raw samples in ms of the candidate (in its runner) and the reference (here)."""
     return JudgeClock(job, model, input_sets, timing, calibration).run()

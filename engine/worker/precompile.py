@@ -20,7 +20,8 @@ from engine.gate.correctness import build_model, make_inputs
 from engine.problems.loader import ProblemError, import_module_from
 from engine.runner.exchange import describe_meta, encode_values
 from engine.worker.failures import classify_death, classify_error, sanitize
-from engine.worker.judge import MALFORMED_REPLY
+from engine.worker.judge import DEFAULT_DEADLINES, MALFORMED_REPLY
+from engine.worker.protocol import JudgeRequest, SizeSpec
 from engine.worker.runner_process import RunnerFailed
 from engine.worker.sandbox import TRITON_CACHE_NAME
 from engine.worker.template import RunnerTemplate
@@ -33,12 +34,12 @@ def outcome(status: str, reason=None, message="", compiled=(), skipped=None) -> 
             "skipped": skipped or {}, "fatal": False}  # fmt: skip
 
 
-def describe_size(problem, size: dict, model_seed: int, exchange: str) -> dict:
+def describe_size(problem, size: SizeSpec, model_seed: int, exchange: str) -> dict:
     """The compile command for one size: its arguments as shapes, dtypes and strides alone
     (meta tensors: a 6 GB input costs nothing here), plain values as they are."""
-    model, init = build_model(problem, size["params"], model_seed, "meta")
-    inputs = make_inputs(problem, size["params"], 0, "meta")
-    tag = hashlib.sha256(size["label"].encode()).hexdigest()[:8]
+    model, init = build_model(problem, size.params, model_seed, "meta")
+    inputs = make_inputs(problem, size.params, 0, "meta")
+    tag = hashlib.sha256(size.label.encode()).hexdigest()[:8]
     return {
         "op": "compile",
         "seed": model_seed,
@@ -48,27 +49,27 @@ def describe_size(problem, size: dict, model_seed: int, exchange: str) -> dict:
     }
 
 
-def precompile(request: dict, template: RunnerTemplate) -> dict:
+def precompile(request: JudgeRequest, template: RunnerTemplate) -> dict:
     """Compile one candidate at the request's sizes, each under the judge's compile deadline
     (which a first launch that compiles on the GPU gets); never raises for a bad candidate."""
     try:
-        problem = import_module_from(Path(request["problem_path"]), "problem")
+        problem = import_module_from(Path(request.problem_path), "problem")
     except (ProblemError, OSError) as exc:
         return outcome("skipped", message=f"the problem file failed: {exc}")
     try:
         runner = template.fork()
     except RunnerFailed as exc:
         return outcome("skipped", message=f"no compile runner: {exc.message}")
-    deadline = request["deadlines"]["compile"]
+    deadline = {**DEFAULT_DEADLINES, **request.deadlines}["compile"]
     compiled, skipped = [], {}
     try:
-        reply = runner.request({"op": "load", "source": request["source"]}, deadline, "import")
+        reply = runner.request({"op": "load", "source": request.source}, deadline, "import")
         if "error" in reply:
             return outcome("skipped", message="the candidate does not import without a GPU")
-        for size in request["sizes"]:
-            label = size["label"]
+        for size in request.sizes:
+            label = size.label
             try:
-                command = describe_size(problem, size, request["model_seed"], runner.exchange)
+                command = describe_size(problem, size, request.model_seed, runner.exchange)
             except Exception as exc:  # the problem's own code, on meta tensors
                 skipped[label] = sanitize(f"no meta inputs: {exc}", 300)
                 continue
@@ -87,4 +88,4 @@ def precompile(request: dict, template: RunnerTemplate) -> dict:
     except MALFORMED_REPLY as exc:
         return outcome("skipped", message=sanitize(f"a malformed reply ({exc})", 300))
     finally:
-        runner.close(keep=f"{runner.exchange}/{TRITON_CACHE_NAME}", into=request["triton_cache"])
+        runner.close(keep=f"{runner.exchange}/{TRITON_CACHE_NAME}", into=request.triton_cache)

@@ -16,10 +16,9 @@ before the first candidate (engine.runner.state_audit) and the GPU working.
 
 from __future__ import annotations
 
+from engine.worker.protocol import FRESH, SHARED
 from engine.worker.runner_process import RunnerProcess
 from engine.worker.template import RunnerTemplate, seed_cache
-
-SHARED, FRESH = "shared", "fresh"
 
 
 class RunnerPool:

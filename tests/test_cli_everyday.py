@@ -189,6 +189,48 @@ def test_a_headless_resume_that_finds_a_pause_says_so_once(finished, tmp_path):
     assert read_snapshot(paths)["ledger"]["evaluations"] == 16
 
 
+PAUSE_S = 4.5  # how long the search below stands paused: longer than its whole wall-time limit
+WALL_LIMIT_S = 4  # its running time (16 sim evaluations, two engine starts) stays well below
+
+
+def test_a_pause_spends_no_budget(tmp_path):
+    """A search paused by `pause` for longer than its wall-time limit: while it stands paused
+    the ledger counts paused_seconds (stored and published as the pause goes on) and no wall
+    second, so the limit is not spent and the search ends on its evaluations; `show --json`,
+    `show` and the published snapshot give the same figures."""
+    paths = sim_run("s", tmp_path, budget=f"12evals,{WALL_LIMIT_S}s")
+    assert kb("budget", "s", "+4evals", sessions=tmp_path).returncode == 0
+    assert kb("pause", "s", sessions=tmp_path).returncode == 0
+    resume = [*CLI, "resume", "s", "--headless", "--sessions-dir", str(tmp_path)]
+    proc = subprocess.Popen(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (read_snapshot(paths) or {}).get("state") != "paused" or not engine_running(paths):
+        assert time.monotonic() < deadline and proc.poll() is None, "the engine did not pause"
+        time.sleep(0.05)
+    at_pause = read_snapshot(paths)["ledger"]
+    time.sleep(PAUSE_S)
+    during = read_snapshot(paths)["ledger"]
+    assert during["wall_seconds"] == at_pause["wall_seconds"]
+    assert during["idle_seconds"] == at_pause["idle_seconds"]
+    assert during["paused_seconds"] >= PAUSE_S - 1.5  # published about once a second
+    assert kb("unpause", "s", sessions=tmp_path).returncode == 0
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+
+    data = json.loads(kb("show", "s", "--json", sessions=tmp_path).stdout)
+    ledger = data["ledger"]
+    assert data["stop_reason"] == "budget spent: evaluations" and ledger["evaluations"] == 16
+    assert PAUSE_S <= ledger["paused_seconds"] < PAUSE_S + 30
+    assert ledger["wall_seconds"] < WALL_LIMIT_S
+    assert ledger["wall_seconds"] - at_pause["wall_seconds"] < 1.0  # 4 evaluations, no pause
+    assert ledger["idle_seconds"] - at_pause["idle_seconds"] < 1.0
+    assert read_snapshot(paths)["ledger"] == ledger  # what the engine published last
+    assert (
+        f"wall clock: {ledger['wall_seconds']:.1f}s spent ({ledger['idle_seconds']:.1f}s idle); "
+        f"{ledger['paused_seconds']:.1f}s paused, which spends no budget"
+    ) in kb("show", "s", sessions=tmp_path).stdout.splitlines()
+
+
 def test_session_file_commands_load_neither_torch_nor_duckdb(finished, tmp_path):
     """What `--help`, `ls`, `pin`, `pause` and `budget` import, and `show`, which reads the
     DuckDB file but no torch (checked in a fresh interpreter)."""

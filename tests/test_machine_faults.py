@@ -121,6 +121,7 @@ def test_a_headless_run_says_once_what_failed_and_unpause_goes_on(
     done = read_snapshot(paths)
     assert done["state"] == "finished" and done["ledger"]["evaluations"] == 1
     assert done["candidates"][0]["status"] != "rejected"
+    assert done["ledger"]["paused_seconds"] >= 1.5  # the machine's pause spends no budget either
 
 
 def broken_bwrap(folder: Path) -> str:

@@ -34,6 +34,14 @@ def table_names(text: str) -> tuple[str, ...]:
     return tuple(re.findall(r"^\| `(\w+)` \|", text, re.MULTILINE))
 
 
+def documented_ledger() -> set[str]:
+    """The fields of the snapshot's `ledger` as the document lists them."""
+    block = section("snapshot.json").split('"ledger": {')[1].split("\n  },")[0]
+    block = re.sub(r"//.*", "", block)
+    block = re.sub(r"\{[^{}]*\}", "{}", block)  # the breakdowns' own keys (rungs, devices)
+    return set(re.findall(r'"(\w+)":', block))
+
+
 def test_the_document_lists_the_contracts_names():
     alternatives = [
         (key, tuple(names.split(" | ")))
@@ -81,6 +89,7 @@ def test_a_session_writes_only_the_contracts_names(tmp_path):
     assert states | {snapshot["state"]} <= set(SEARCH_STATES) and snapshot["state"] == "stopped"
     assert commands == set(COMMAND_STATUSES)
     assert kinds <= set(EVENT_KINDS) and {"command_rejected", "stopped"} <= kinds
+    assert set(snapshot["ledger"]) == documented_ledger()
 
 
 def test_the_engine_publishes_no_name_outside_the_contract(tmp_path):

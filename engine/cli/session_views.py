@@ -109,6 +109,11 @@ def cmd_show(args) -> int:
     print(f"precision policy: {data['precision_policy']}")
     if data.get("allowed_torch_ops"):
         print(f"torch ops allowed in forward: {', '.join(data['allowed_torch_ops'])}")
+    ledger = data["ledger"]
+    print(
+        f"wall clock: {ledger['wall_seconds']:.1f}s spent ({ledger['idle_seconds']:.1f}s idle); "
+        f"{ledger.get('paused_seconds', 0.0):.1f}s paused, which spends no budget"
+    )
     winners = data.get("shape_winners") or {"sizes": {}}
     if len({w["id"] for w in winners["sizes"].values()}) > 1:
         print(f"per-size winners at rung {winners['rung']}:")

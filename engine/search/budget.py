@@ -82,7 +82,9 @@ class Ledger:
 
     GPU-seconds count only time the GPU was held (the judge's reference, checks, timing,
     profiles); compiling is CPU work and counts against wall time alone; idle is the wall time
-    that went to neither (the engine's own steps, the generator)."""
+    that went to neither (the engine's own steps, the generator). Time the search stood paused
+    (by the user or by machine faults, nothing in flight) is kept apart in paused_seconds: a
+    pause spends no budget, wall time included."""
 
     gpu_seconds_by_rung: dict[str, float] = field(default_factory=dict)
     gpu_seconds_by_activity: dict[str, float] = field(
@@ -99,6 +101,7 @@ class Ledger:
     llm_requests: int = 0
     wall_seconds: float = 0.0
     evaluations: int = 0
+    paused_seconds: float = 0.0  # wall time spent paused: in no budget, wall_seconds included
 
     @property
     def gpu_seconds(self) -> float:

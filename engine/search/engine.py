@@ -28,6 +28,9 @@ from engine.session_files import SessionPaths
 
 CHILDREN_PER_PROMOTION = 3  # mutations asked for each time a candidate climbs a rung
 PAUSE_POLL_SECONDS = 0.2
+# How often a paused engine stores and publishes its ledger: the paused seconds count up in the
+# Budget pane and `show` as the pause goes on, and a kill loses at most this much of them.
+PAUSE_CHECKPOINT_SECONDS = 1.0
 # Candidates at the head of the queue whose kernels the backend may compile ahead, beside the
 # evaluation at hand (the few that a step or two will reach, not the whole queue).
 COMPILE_AHEAD = 8
@@ -64,24 +67,38 @@ class Engine:
         profile_seconds = backend.profile_seconds if backend is not None else 0.0
         self.search = Search.from_store(store, settings, self.device_count, profile_seconds)
         self.replies = ReplyTable(store)
-        self._clock = time.monotonic()
+        self._clock = time.monotonic()  # when the ledger's clocks were last charged
+        self._committed_at = self._clock
         self._consumed_inbox: list = []  # inbox files applied this step, deleted once committed
         self.last_snapshot: dict | None = None  # what after_commit last published
         self.published_rows = publish.SnapshotRows()
 
     # -- the checkpoint ----------------------------------------------------------------------------
 
-    def _tick_wall_clock(self) -> None:
+    def standing_paused(self) -> bool:
+        """Whether the search stands paused: paused (by the user or by machine faults) with no
+        evaluation running. Evaluations handed out before the pause finish on the budget."""
+        return self.search.schedule.state == "paused" and not self.awaiting_devices()
+
+    def _charge_clock(self) -> None:
+        """Charge the time since the last tick: to paused_seconds while the search stood
+        paused, else to wall_seconds. Called before anything changes whether it stands paused
+        (a command, a machine fault), so each interval goes to the clock it ran under."""
         now = time.monotonic()
-        self.search.ledger.wall_seconds += now - self._clock
+        ledger = self.search.ledger
+        if self.standing_paused():
+            ledger.paused_seconds += now - self._clock
+        else:
+            ledger.wall_seconds += now - self._clock
         self._clock = now
 
     def commit(self, write: StepWrite) -> None:
         """Store the step (one transaction, with the search's state as of now), then append its
         events and candidate details to the published files."""
-        self._tick_wall_clock()
+        self._charge_clock()
         write.state.update(self.search.stored())
         self.store.commit(write)
+        self._committed_at = time.monotonic()
         self.search.committed(write)
         self.published_rows.changed(write.candidates)
         publish.append_events(self.paths, write.events)
@@ -94,6 +111,10 @@ class Engine:
         search = self.search
         ahead = [search.by_id[cid].source for cid in search.schedule.queue[:COMPILE_AHEAD]]
         self.backend.prepare(self.problem, ahead, search.ladder[-1].size_labels)
+        self.publish()
+
+    def publish(self) -> None:
+        """Publish the committed state: the snapshot clients read, and the lock's heartbeat."""
         self.lock.heartbeat()
         self.last_snapshot = self.snapshot(kept=self.published_rows)
         publish.write_snapshot(self.paths, self.last_snapshot, self.published_rows.encoded())
@@ -143,6 +164,7 @@ class Engine:
         return search.by_id[schedule.queue.pop(0)], 0
 
     def apply_inbox(self, write: StepWrite) -> None:
+        self._charge_clock()  # the time until now ran under the state before the commands
         files = sorted(self.paths.inbox.glob("*.json")) if self.paths.inbox.exists() else []
         for path in files:
             self.search.apply_command(write, json.loads(path.read_text()))
@@ -242,12 +264,18 @@ class Engine:
             if write.events or write.candidates:
                 self.commit(write)
                 self.after_commit()
+            elif self.standing_paused() and (
+                time.monotonic() - self._committed_at >= PAUSE_CHECKPOINT_SECONDS
+            ):
+                self.commit(write)  # nothing but the ledger's paused seconds changed
+                self.publish()
             if going and not self.awaiting_devices():
                 time.sleep(PAUSE_POLL_SECONDS)
-                self._tick_wall_clock()
+                self._charge_clock()
             return going
         self.dispatch()
         done = self.devices.next_done()
+        self._charge_clock()  # the wait ran under the state it had (a fault may pause it)
         self._submitted.discard(done.slot.key)
         write = StepWrite()
         for note in done.notes:

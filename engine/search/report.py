@@ -32,6 +32,7 @@ def ledger_summary(search: Search) -> dict:
         "llm_cost_usd": round(ledger.llm_cost_usd, 6),
         "llm_requests": ledger.llm_requests,
         "wall_seconds": round(ledger.wall_seconds, 3),
+        "paused_seconds": round(ledger.paused_seconds, 3),
         "evaluations": ledger.evaluations,
         "top_rung_share": round(ledger.share(top_spent), 6),
     }

@@ -1,5 +1,6 @@
 """The "Budget" pane: the ledger by rung, activity and device (GPU-held, then compiling and
-idle), LLM spend, what is left, and progress. On the cpu backend it says "device", not GPU."""
+idle), the time paused (in no budget), LLM spend, what is left, and progress. On the cpu backend
+it says "device", not GPU."""
 
 from __future__ import annotations
 
@@ -57,6 +58,21 @@ def device_lines(devices: list[dict], device: str, width: int) -> list[Content]:
     return lines
 
 
+def paused_line(snapshot: dict, width: int) -> list[Content]:
+    """The ledger's paused seconds, once the search has paused: they spend no budget."""
+    paused = (snapshot.get("ledger") or {}).get("paused_seconds") or 0.0
+    if not paused and snapshot.get("state") != "paused":
+        return []
+    return [
+        labelled(
+            "paused",
+            f"{cell(paused, duration)}  ",
+            ("a pause spends no budget", "$text-muted"),
+            width=width,
+        )
+    ]
+
+
 def budget_content(snapshot: dict) -> Content:
     limits = (snapshot.get("budget") or {}).get("limits") or {}
     left = (snapshot.get("budget") or {}).get("left") or {}
@@ -80,6 +96,7 @@ def budget_content(snapshot: dict) -> Content:
                 width=width,
             )
         )
+    lines[2:2] = paused_line(snapshot, width)  # below the wall clock's row
     lines += [
         labelled(
             "best speedup",

@@ -44,6 +44,12 @@ EVENT_KINDS = (
     "finished",
     "stopped",
 )
+# What a session's "best" is (engine.search.state.Search.best: the snapshot's `best`, what
+# `export` writes and a headless run answers), in the words the help, `show`, the TUI and the
+# README quote: a higher rung times more sizes, repetitions and input sets, so its ranking is
+# the one trusted, and a score measured only lower can be higher without being confirmed.
+BEST_MEANING = "the top score at the highest rung reached"
+BEST_CAVEAT = "a row measured only at lower rungs may score higher"
 # A session is one folder of the sessions folder: its name holds no separator and no `..`, and
 # does not start with a dot (the engine stages hidden files beside its own).
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

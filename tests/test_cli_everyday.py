@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from cli import CLI, kernelbrain
@@ -19,6 +20,7 @@ from cli import CLI, kernelbrain
 from engine.compose import create_session
 from engine.session.settings import SessionSettings
 from engine.session_files import (
+    BEST_MEANING,
     SessionPaths,
     engine_running,
     read_events,
@@ -229,6 +231,60 @@ def test_a_pause_spends_no_budget(tmp_path):
         f"wall clock: {ledger['wall_seconds']:.1f}s spent ({ledger['idle_seconds']:.1f}s idle); "
         f"{ledger['paused_seconds']:.1f}s paused, which spends no budget"
     ) in kb("show", "s", sessions=tmp_path).stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def matvec_session(tmp_path_factory) -> SessionPaths:
+    """A matvec search on sim that spent 12 evaluations: 21 candidates, and its best (c0006,
+    confirmed at rung 2) scores below c0007, measured only at rung 1."""
+    return sim_run("m", tmp_path_factory.mktemp("sessions"), problem="matvec")
+
+
+def table_rows(text: str) -> list[list[str]]:
+    """The candidate rows of `show`'s table as cells: its mark ("*" on the best's, else ""),
+    id, rung, status, speedup, score, origin."""
+    rows = (line for line in text.splitlines() if re.match(r"^[* ] +c\d{4} ", line))
+    return [[line[0].strip(), *line[1:].split()] for line in rows]
+
+
+def test_show_marks_the_best_first_and_says_how_many_it_shows(matvec_session):
+    sessions = matvec_session.root.parent
+    data = json.loads(kb("show", "m", "--json", sessions=sessions).stdout)
+    best, rows, total = data["best"], data["candidates"], data["candidates_total"]
+    # The best as the help defines it: the top score at the highest rung reached, not the top
+    # score of all (a candidate only measured lower scores higher here).
+    reached = max(c["rung"] for c in rows if c["score"] is not None)
+    at_top = [c for c in rows if c["rung"] == reached and c["status"] in ("alive", "done")]
+    assert best["rung"] == reached and best["id"] == max(at_top, key=lambda c: c["score"])["id"]
+    best_score = next(c["score"] for c in rows if c["id"] == best["id"])
+    assert any(c["score"] is not None and c["score"] > best_score for c in rows)
+
+    text = kb("show", "m", sessions=sessions).stdout
+    assert f"best (*): {BEST_MEANING};" in text
+    shown = table_rows(text)
+    assert shown[0][:2] == ["*", best["id"]]
+    assert [row[0] for row in shown].count("*") == 1
+    assert total == len(rows) > 20 and len(shown) == 20
+    assert text.splitlines()[-1] == (
+        f"20 of {total} shown (`kernelbrain show m --sessions-dir {sessions} --all` for every "
+        "candidate)"
+    )
+    everything = kb("show", "m", "--all", sessions=sessions).stdout
+    listed = table_rows(everything)
+    assert len(listed) == total and listed[0][:2] == ["*", best["id"]]
+    assert {row[1] for row in listed[1:]} == {c["id"] for c in rows} - {best["id"]}
+    assert " shown" not in everything.splitlines()[-1]
+
+
+def test_the_help_the_readme_and_the_session_format_say_what_best_is():
+    """One definition of the best, in the words BEST_MEANING holds (the TUI's help and status
+    line quote it too: tests/tui/test_tui_details.py)."""
+    for argv in (["show", "--help"], ["run", "--help"], ["export", "--help"]):
+        out = kernelbrain(*argv)
+        assert BEST_MEANING in " ".join(out.stdout.split()), argv
+    root = Path(__file__).resolve().parents[1]
+    for doc in ("README.md", "docs/session-format.md"):
+        assert BEST_MEANING in " ".join((root / doc).read_text().split()), doc
 
 
 def test_session_file_commands_load_neither_torch_nor_duckdb(finished, tmp_path):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
 from engine.cli import CommandFailed, UsageError
 from engine.cli.sessions import add_sessions_dir, progress_line, session_of
 from engine.session_files import (
+    BEST_CAVEAT,
+    BEST_MEANING,
     ExportError,
     SessionPaths,
     engine_running,
@@ -20,22 +23,29 @@ from engine.session_files import (
     shown_state,
 )
 
+SHOWN_CANDIDATES = 20  # rows `show` lists without --all: the best, then the top scores
+
 
 def register(sub) -> None:
     p = sub.add_parser("ls", help="list sessions")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_ls)
 
-    p = sub.add_parser("show", help="a session's state, candidates and ledger")
+    what = (
+        f"a session's state, ledger and candidates: the best (marked *: {BEST_MEANING}), "
+        f"then the others by score, {SHOWN_CANDIDATES} in all unless --all"
+    )
+    p = sub.add_parser("show", help=what, description=what[0].upper() + what[1:] + ".")
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--all", action="store_true", help="list every candidate")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("export", help="write a candidate as a standalone KernelBench file")
     p.add_argument("session")
     p.add_argument("-o", "--output", help="file to write (default: stdout)")
-    p.add_argument("--candidate", help="candidate id (default: the best)")
+    p.add_argument("--candidate", help=f"candidate id (default: the best, {BEST_MEANING})")
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_export)
 
@@ -119,13 +129,46 @@ def cmd_show(args) -> int:
         print(f"per-size winners at rung {winners['rung']}:")
         for label, w in winners["sizes"].items():
             print(f"  {label}: {w['id']} {w['speedup']:.3f}x")
-    for c in sorted(data["candidates"], key=lambda c: -(c["score"] or 0))[:20]:
-        speed = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
-        print(
-            f"  {c['id']}  rung {c['rung']}  {c['status']:<9} {speed:>9}  {c['origin']}"
-            + (f"  ({c['reason']})" if c["reason"] else "")
-        )
+    print("\n".join(candidate_lines(data, args)))
     return 0
+
+
+def candidate_lines(data: dict, args) -> list[str]:
+    """The candidates as a table: the best first, marked *, then the rest by score; without
+    --all the first SHOWN_CANDIDATES, saying how many there are and how to see them all."""
+    best_id = (data["best"] or {}).get("id")
+    rows = sorted(data["candidates"], key=lambda c: (c["id"] != best_id, -(c["score"] or 0)))
+    shown = rows if args.all else rows[:SHOWN_CANDIDATES]
+    if best_id:
+        lines = [f"best (*): {BEST_MEANING}; {BEST_CAVEAT}"]
+    else:
+        lines = ["no best yet: no candidate has been measured"]
+    table = [("", "ID", "RUNG", "STATUS", "SPEEDUP", "SCORE", "ORIGIN")]
+    for c in shown:
+        origin = c["origin"] + (f"  ({c['reason']})" if c["reason"] else "")
+        speedup = f"{c['speedup']:.3f}x" if c["speedup"] else "-"
+        score = f"{c['score']:.3f}" if c["score"] is not None else "-"
+        mark = "*" if c["id"] == best_id else ""
+        table.append((mark, c["id"], str(c["rung"]), c["status"], speedup, score, origin))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    right = {4, 5}  # the numbers
+    for row in table:
+        cells = [v.rjust(w) if i in right else v.ljust(w)
+                 for i, (v, w) in enumerate(zip(row, widths, strict=False))]  # fmt: skip
+        lines.append("  ".join([*cells, row[-1]]))
+    total = data["candidates_total"]
+    if len(shown) < total:
+        lines.append(f"{len(shown)} of {total} shown" + more_hint(data, args, len(rows)))
+    return lines
+
+
+def more_hint(data: dict, args, listed: int) -> str:
+    """How to see the candidates `show` left out."""
+    where = f" --sessions-dir {shlex.quote(args.sessions_dir)}" if args.sessions_dir else ""
+    command = f"`kernelbrain show {data['session']}{where} --all`"
+    if listed < data["candidates_total"]:  # a running engine publishes a bounded subset
+        return f" (the running engine publishes {listed}; {command} lists all once it stops)"
+    return f" ({command} for every candidate)"
 
 
 def cmd_export(args) -> int:

@@ -18,6 +18,7 @@ from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
 from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget
 from engine.session_files import (
+    BEST_MEANING,
     SessionError,
     SessionPaths,
     engine_running,
@@ -98,7 +99,7 @@ def add_headless(p) -> None:
         "--headless",
         action="store_true",
         help="run in the foreground, no TUI: progress on stderr, at the end the best candidate "
-        "and the commands to look at and export it on stdout",
+        f"({BEST_MEANING}) and the commands to look at and export it on stdout",
     )
     p.add_argument(
         "--json", action="store_true", help="headless, with its answer as one JSON line on stdout"

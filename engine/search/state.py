@@ -296,7 +296,9 @@ class Search:
         return None
 
     def best(self) -> Candidate | None:
-        """The best score at the highest rung reached: rung bonuses make that the best overall."""
+        """The session's best: the top score at the highest rung reached (in those words,
+        engine.session_files.BEST_MEANING), the first of that rung's ranking. A candidate
+        measured only at lower rungs may score higher: it is not confirmed where this one is."""
         for rung in range(self.top_rung, -1, -1):
             measured = self.index.measured(rung)
             if measured:

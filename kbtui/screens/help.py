@@ -9,6 +9,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from engine.session_files import BEST_CAVEAT, BEST_MEANING
 from kbtui.actions import PANES, USER_ACTIONS
 
 NAVIGATION = (
@@ -22,7 +23,7 @@ NAVIGATION = (
 # What the Queue's columns and the status line's "best" mean.
 LEGEND = (
     ("score", "Speedup × a bonus per rung climbed × a penalty for noisy timings (Noise pane)"),
-    ("best", "The top score: a faster but noisier or less measured row can sit below it"),
+    ("best", f"{BEST_MEANING[0].upper()}{BEST_MEANING[1:]}: {BEST_CAVEAT}"),
 )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from engine.session_files import shown_state
+from engine.session_files import BEST_CAVEAT, BEST_MEANING, shown_state
 from kbtui.formatting import speedup_with_interval
 from kbtui.pending import PendingCommands
 from kbtui.poller import EngineState
@@ -77,6 +77,9 @@ def status_content(
 
 
 class SessionStatus(Static):
+    def on_mount(self) -> None:
+        self.tooltip = f"best: {BEST_MEANING}; {BEST_CAVEAT}"
+
     def show(
         self, snapshot: dict | None, engine: EngineState | None, pending: PendingCommands
     ) -> None:

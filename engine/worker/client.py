@@ -9,7 +9,6 @@ import collections
 import contextlib
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -19,13 +18,13 @@ from dataclasses import dataclass, replace
 
 from engine.jobs import MACHINE_FAULT
 from engine.runner.compile_only import TARGET_VARIABLE
+from engine.worker.channel import MALFORMED, ReplyChannel
 from engine.worker.failures import death_message
 from engine.worker.protocol import JudgeRequest, Verdict
 from engine.worker.sandbox import worker_environment
 
 # What each phase the worker announces is counted as in the budget ledger.
 PHASE_ACTIVITY = {"compile": "compile", "reference": "reference", "run": "check", "time": "time"}
-STDERR_TAIL_LINES = 40
 # The engine's deadline for a phase exceeds the judge's own by this much, so that the judge,
 # which kills only the runner, is the one that normally acts.
 BACKSTOP_S = 30.0
@@ -98,17 +97,7 @@ class WorkerClient:
         except OSError as exc:  # out of memory or processes: the host's, not the candidate's
             self.proc = None
             return f"the judge could not start: {exc}"
-        # Each process's readers fill its own queue and tail: a killed worker's end of output
-        # must not reach its successor's as a death.
-        self._messages: queue.Queue = queue.Queue()
-        self._stderr = collections.deque(maxlen=STDERR_TAIL_LINES)
-        threading.Thread(
-            target=self._read_stdout, args=(self.proc, self._messages, self._stderr), daemon=True
-        ).start()
-        self._stderr_reader = threading.Thread(
-            target=self._read_stderr, args=(self.proc, self._stderr), daemon=True
-        )
-        self._stderr_reader.start()
+        self.channel = ReplyChannel(self.proc.stdout, self.proc.stderr)  # this process's alone
         message = self._next(time.monotonic() + self.timeouts.start_s)
         if not isinstance(message, dict) or message.get("event") != "ready":
             self._kill()
@@ -117,32 +106,22 @@ class WorkerClient:
         self.isolation = {"sandboxed": message["sandboxed"], "detail": message["isolation"]}
         return None
 
-    @staticmethod
-    def _read_stdout(proc, messages: queue.Queue, stderr: collections.deque) -> None:
-        for line in proc.stdout:
-            try:
-                messages.put(json.loads(line))
-            except json.JSONDecodeError:
-                stderr.append(f"(unparsable protocol line) {line.rstrip()}")
-        messages.put(None)
-
-    @staticmethod
-    def _read_stderr(proc, stderr: collections.deque) -> None:
-        for line in proc.stderr:
-            stderr.append(line.rstrip())
-
     def _stderr_tail(self) -> str:
         """The worker's last lines of stderr (those of a dead worker to its very end)."""
-        if self.proc is None or self.proc.poll() is not None:
-            self._stderr_reader.join(timeout=STDERR_DRAIN_S)
-        return "\n".join(list(self._stderr)[-12:])
+        dead = self.proc is None or self.proc.poll() is not None
+        return self.channel.tail.text(wait_s=STDERR_DRAIN_S if dead else 0.0)
 
     def _next(self, deadline: float) -> dict | None | str:
-        """The next message; None when the worker died; "timeout" past the deadline."""
-        try:
-            return self._messages.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            return "timeout"
+        """The next message; None when the worker died; "timeout" past the deadline. A line
+        that is no message goes to the stderr tail."""
+        while True:
+            try:
+                message = self.channel.receive(deadline - time.monotonic())
+            except TimeoutError:
+                return "timeout"
+            if message != MALFORMED:
+                return message
+            self.channel.tail.lines.append("(an unparsable protocol line)")
 
     def _kill(self) -> None:
         if self.proc is None:
@@ -199,7 +178,7 @@ class WorkerClient:
         problem = self._ensure_started()
         if problem:
             return {**_failure(MACHINE_FAULT, problem), "gpu_seconds": {}}
-        self._stderr.clear()  # a crash message shows this request's output only
+        self.channel.tail.lines.clear()  # a crash message shows this request's output only
         phase, since = "compile", time.monotonic()
         deadline = since + self.timeouts.for_phase(phase) + BACKSTOP_S
         self._send(replace(request, deadlines=self.timeouts.for_judge()).to_wire())

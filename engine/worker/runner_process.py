@@ -3,25 +3,29 @@ candidate. Replies are data (checked by the caller), each awaited under a deadli
 
 from __future__ import annotations
 
-import collections
 import json
 import os
-import queue
 import shutil
 import socket
-import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from engine.worker.channel import MALFORMED, ReplyChannel
 from engine.worker.failures import death_message
 from engine.worker.sandbox import TRITON_CACHE_NAME
 
-if TYPE_CHECKING:
-    from engine.worker.template import RunnerTemplate
+STDERR_DRAIN_S = 2.0  # how long a dead runner's last words may take to be read
 
-STDERR_TAIL_LINES = 40
-# A reply line longer than this is not a reply: the runner is lying or broken.
-REPLY_LIMIT = 1 << 20
+
+class Template(Protocol):
+    """What a runner needs of the template it was forked from (engine.worker.template)."""
+
+    device: str
+    exchange: str
+    sandboxed: bool
+    share_works: bool
+
+    def end(self, pid: int) -> int: ...
 
 
 class RunnerFailed(Exception):
@@ -33,18 +37,11 @@ class RunnerFailed(Exception):
         self.message = message
 
 
-def collect_tail(stream, tail: collections.deque) -> None:
-    """Keep the last lines of `stream` until its end, then close it."""
-    for line in stream:
-        tail.append(line.rstrip()[:500])
-    stream.close()
-
-
 class RunnerProcess:
     """One candidate's runner: talk to it with `request`, then `close` it (its process group is
     killed and reaped by the template)."""
 
-    def __init__(self, template: RunnerTemplate, pid: int, stdin: int, stdout: int, stderr: int,
+    def __init__(self, template: Template, pid: int, stdin: int, stdout: int, stderr: int,
                  share: socket.socket | None = None):  # fmt: skip
         self.template = template
         self.share = share  # the socket GPU memory crosses on (cuda)
@@ -56,13 +53,7 @@ class RunnerProcess:
         self.stdout = os.fdopen(stdout, "r")
         self.stderr = os.fdopen(stderr, "r", errors="replace")
         self.exit_code: int | None = None
-        self._replies: queue.Queue = queue.Queue()
-        self._stderr: collections.deque = collections.deque(maxlen=STDERR_TAIL_LINES)
-        threading.Thread(target=self._read_replies, daemon=True).start()
-        self._stderr_reader = threading.Thread(
-            target=collect_tail, args=(self.stderr, self._stderr), daemon=True
-        )
-        self._stderr_reader.start()
+        self.channel = ReplyChannel(self.stdout, self.stderr)
         self.ready: dict | None = None
         self.owner = ""  # whose requests it serves (engine.worker.runner_pool)
         self.evaluations = 1  # requests it served, this one included
@@ -72,37 +63,24 @@ class RunnerProcess:
     def triton_cache(self) -> str:
         return os.path.join(self.exchange, TRITON_CACHE_NAME)
 
-    def _read_replies(self) -> None:
-        try:
-            for line in self.stdout:
-                self._replies.put(line[:REPLY_LIMIT])
-        except UnicodeDecodeError:
-            pass  # bytes that are no reply: the runner is done
-        self.stdout.close()
-        self._replies.put(None)
-
     def stderr_tail(self) -> str:
-        return "\n".join(list(self._stderr)[-12:])
+        return self.channel.tail.text()
 
     def _reply(self, deadline_s: float, what: str) -> dict:
         try:
-            line = self._replies.get(timeout=deadline_s)
-        except queue.Empty:
+            reply = self.channel.receive(deadline_s)
+        except TimeoutError:
             self.close()
             raise RunnerFailed(
                 "timeout",
                 f"{what} took longer than its {deadline_s:g} s deadline "
                 "(an endless loop or a kernel that never ends?)",
             ) from None
-        if line is None:
+        if reply is None:
             self.close()
-            self._stderr_reader.join(timeout=2.0)  # its last words
-            raise RunnerFailed("crash", death_message("runner", self.exit_code, self.stderr_tail()))
-        try:
-            reply = json.loads(line)
-        except json.JSONDecodeError:
-            reply = None
-        if not isinstance(reply, dict):
+            tail = self.channel.tail.text(wait_s=STDERR_DRAIN_S)  # its last words
+            raise RunnerFailed("crash", death_message("runner", self.exit_code, tail))
+        if reply == MALFORMED:
             self.close()
             raise RunnerFailed(
                 "protocol",

@@ -10,22 +10,16 @@ runner's, so that on cuda Triton's driver utilities and the warm-up kernel are b
 
 from __future__ import annotations
 
-import collections
 import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 
+from engine.worker.channel import StderrTail
 from engine.worker.failures import death_message
-from engine.worker.runner_process import (
-    STDERR_TAIL_LINES,
-    RunnerFailed,
-    RunnerProcess,
-    collect_tail,
-)
+from engine.worker.runner_process import RunnerFailed, RunnerProcess
 from engine.worker.sandbox import (
     EXCHANGE_PARENT,
     TRITON_CACHE_NAME,
@@ -72,11 +66,7 @@ class RunnerTemplate:
         for fd in launch.pass_fds:
             os.close(fd)
         template_end.close()
-        self._stderr: collections.deque = collections.deque(maxlen=STDERR_TAIL_LINES)
-        self._stderr_reader = threading.Thread(
-            target=collect_tail, args=(self.proc.stderr, self._stderr), daemon=True
-        )
-        self._stderr_reader.start()
+        self.tail = StderrTail(self.proc.stderr)
         self.ready = False
 
     def _answer(self, deadline_s: float, what: str) -> dict:
@@ -90,8 +80,7 @@ class RunnerTemplate:
             self.kill()
             if code is None:
                 raise RunnerFailed("timeout", f"the runner template did not answer ({what})")
-            self._stderr_reader.join(timeout=STDERR_DRAIN_S)  # its last words
-            tail = "\n".join(self._stderr)
+            tail = self.tail.text(last=self.tail.lines.maxlen, wait_s=STDERR_DRAIN_S)
             raise RunnerFailed("crash", death_message(f"runner template ({what})", code, tail))
         return json.loads(data)
 

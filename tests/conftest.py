@@ -7,3 +7,23 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("KERNELBRAIN_SIM_PACE", "0")
+
+import pytest  # noqa: E402  (after the environment it must see)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    """A cpu judge with short deadlines, for a test module's candidates."""
+    from engine.backends.local import LocalBackend
+    from engine.worker import Timeouts
+
+    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=30, run_s=30, time_s=60))
+    yield local
+    local.close()
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    from engine.problems import load_problem
+
+    return load_problem("softmax")

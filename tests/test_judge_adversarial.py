@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 
 from engine.backends.local import LocalBackend
-from engine.problems import load_problem
-from engine.worker import Timeouts
 from engine.worker.failures import MESSAGE_LIMIT
 from engine.worker.sandbox import isolation
 from tests.adversarial import softmax as attacks
@@ -33,18 +31,6 @@ TIMING = {
 }
 SLEEP_S = "0.4"  # a slow kernel: well beyond the cpu backend's timing noise allowance
 MEMO_SLEEP_S = "0.05"  # the work a memo saves: far longer than answering from memory
-
-
-@pytest.fixture(scope="module")
-def backend():
-    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=30, run_s=30, time_s=60))
-    yield local
-    local.close()
-
-
-@pytest.fixture(scope="module")
-def softmax():
-    return load_problem("softmax")
 
 
 def judge(backend, problem, source: str, timing: dict | None = None, seeds=(101, 102)):

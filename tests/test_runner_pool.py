@@ -3,12 +3,9 @@ sandboxed runners: the project's candidates share one runner, other code never s
 runner with other code, and a runner that a candidate crashed or whose process-wide state it
 changed is replaced before the next candidate, whose verdict it does not touch."""
 
-import pytest
 
-from engine.backends.local import LocalBackend, runner_owner
+from engine.backends.local import runner_owner
 from engine.jobs import EvalJob, RungSpec
-from engine.problems import load_problem
-from engine.worker import Timeouts
 from engine.worker.runner_pool import SHARED
 from tests.adversarial import softmax as attacks
 
@@ -46,18 +43,6 @@ CRASHES = attacks.candidate("""
 """)
 TIMING = {"seed": 5, "recheck_seed": 6, "warmup": 1, "reps": 4, "input_sets": 1,
           "interleave": True}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def backend():
-    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=30, run_s=30, time_s=60))
-    yield local
-    local.close()
-
-
-@pytest.fixture(scope="module")
-def softmax():
-    return load_problem("softmax")
 
 
 def judge(backend, problem, source: str, owner: str, timing: dict | None = TIMING):

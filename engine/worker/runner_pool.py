@@ -7,7 +7,7 @@ Who owns a runner is the request's `runner`:
   them all, one after another;
 - any other text (the engine gives the candidate's hash): only that candidate's later
   evaluations reuse it, so code an LLM wrote never shares an interpreter with other code;
-- FRESH (or none): a runner of its own, closed after it.
+- FRESH: a runner of its own, closed after it.
 
 A runner is lent again only after an evaluation that ended without a fault of the runner's
 (engine.worker.judge.LENT_AGAIN_AFTER) and whose reset found the process-wide state as it was
@@ -27,7 +27,6 @@ class RunnerPool:
     def __init__(self, template: RunnerTemplate):
         self.template = template
         self.idle: RunnerProcess | None = None
-        self.forked = 0  # fresh runners started: the rest of the evaluations reused one
 
     def take(self, owner: str, triton_cache: str | None, calibrated: bool) -> RunnerProcess:
         """A runner for `owner`, its Triton cache holding `triton_cache`'s kernels; the idle
@@ -46,7 +45,6 @@ class RunnerPool:
             runner.close()
         runner = self.template.fork(triton_cache)
         runner.owner = owner
-        self.forked += 1
         return runner
 
     def give_back(self, runner: RunnerProcess, lend_again: bool) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from engine.cli import EXIT_OK, EXIT_REJECTED, UsageError
 from engine.cli.sessions import add_precision
-from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
+from engine.cli.trust import add_trust_arguments, candidates_trusted, refuse_without_sandbox
 from engine.problems import ProblemError, Size, load_problem
 
 # Seeds are drawn below this bound (and `--seed` accepts up to it).
@@ -77,7 +77,7 @@ def run(args) -> int:
 
         if not torch.cuda.is_available():
             raise UsageError("--backend cuda needs a GPU that PyTorch can see; use --backend cpu")
-    refuse_without_sandbox(args.trust_candidates)
+    refuse_without_sandbox(candidates_trusted(args))
     seed = secrets.randbelow(SEED_BOUND) if args.seed is None else args.seed
     note = problem.interpreter_note(args.backend)
     if note and not args.json:

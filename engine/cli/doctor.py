@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from engine.backends import resolve_backend
+from engine.cli.trust import sandbox_hint
 from engine.worker.sandbox import is_credential, isolation
 
 
@@ -27,6 +28,7 @@ def run(args) -> int:
     import triton
 
     cuda = torch.cuda.is_available()
+    box = isolation()
     gpu = torch.cuda.get_device_name(0) if cuda else "none (PyTorch sees no GPU)"
     rows = [
         ("GPU", gpu),
@@ -35,7 +37,7 @@ def run(args) -> int:
         ("triton", triton.__version__),
         ("ncu", ncu_line() if cuda else "not checked (no GPU)"),
         ("backend auto", resolve_backend("auto")),
-        ("candidate sandbox", isolation().detail),
+        ("candidate sandbox", box.detail if box.sandboxed else f"{box.detail}; {sandbox_hint()}"),
         (
             "runner env",
             "nothing of the engine's environment (no keys, tokens or provider "

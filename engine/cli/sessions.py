@@ -14,7 +14,13 @@ from engine.backends import GPUS_HELP
 from engine.backends.ray_fleet import RAY_HELP
 from engine.cli import EXIT_INTERRUPTED, CommandFailed, UsageError
 from engine.cli.answer import print_answer
-from engine.cli.trust import add_trust_arguments, refuse_without_sandbox
+from engine.cli.trust import (
+    TRUST_SWITCH,
+    add_trust_arguments,
+    add_trust_candidates,
+    candidate_isolation,
+    candidates_trusted,
+)
 from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget
 from engine.session_files import (
@@ -84,6 +90,7 @@ def register(sub) -> None:
 
     p = sub.add_parser("resume", help="continue a stopped or killed session")
     p.add_argument("session")
+    add_trust_candidates(p)
     add_headless(p)
     add_sessions_dir(p)
     p.set_defaults(handler=cmd_resume)
@@ -146,8 +153,7 @@ def cmd_run(args) -> int:
 
     if args.generator == "llm" and not args.model:
         raise UsageError("--generator llm needs --model (a litellm model string)")
-    if args.generator == "llm":  # the offline generator's own templates may run with less
-        refuse_without_sandbox(args.trust_candidates)
+    candidate_isolation(args.generator, args.backend, candidates_trusted(args))  # may refuse
     try:
         limits = parse_budget(args.budget or [DEFAULT_BUDGET])
     except BudgetError as exc:
@@ -184,6 +190,8 @@ def cmd_run(args) -> int:
 
 def cmd_resume(args) -> int:
     paths = session_of(args)
+    if args.trust_candidates:  # the engine processes this one starts (detached, the TUI's) trust
+        os.environ[TRUST_SWITCH] = "1"
     running = engine_running(paths)
     args.headless = args.headless or args.json
     if not running and (spent := spent_budget_message(paths)):
@@ -198,6 +206,11 @@ def cmd_resume(args) -> int:
             file=sys.stderr,
         )
         args.headless = True
+    if not running:  # once, before any candidate runs: under which isolation they will
+        settings = stopped_session_settings(paths)
+        line = candidate_isolation(settings.generator, settings.backend, candidates_trusted(args))
+        if line:
+            print(line, file=sys.stderr)
     if not args.headless:
         started = None
         if not running:
@@ -205,6 +218,20 @@ def cmd_resume(args) -> int:
                 started = start_detached_engine(paths)
         return attach(paths, started)
     return run_headless(paths, args.sessions_dir, args.json)
+
+
+def stopped_session_settings(paths: SessionPaths):
+    """The settings of a session no engine runs, read from its store."""
+    from engine.session.store import Store, StoreError
+
+    try:
+        store = Store(paths.database, read_only=True)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from exc
+    try:
+        return store.settings()
+    finally:
+        store.close()
 
 
 def run_headless(

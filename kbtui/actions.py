@@ -25,7 +25,7 @@ USER_ACTIONS = (
     UserAction("pause", "space", "Pause", "Pause the search at the next step", "␣"),
     UserAction("unpause", "space", "Unpause", "Let a paused search go on", "␣"),
     UserAction("add_budget", "plus", "+10m", "Add ten minutes of wall time to the budget", "+"),
-    UserAction("export", "e", "Export", "Write the selected candidate to ./<session>_<id>.py"),
+    UserAction("export", "e", "Export", "Save the candidate in the session's folder"),
     UserAction("cycle_diff", "d", "Diff", "Diff against the parent; again: the best, reference"),
     UserAction("toggle_whole_file", "w", "Whole", "Diff the whole file or changes", footer=False),
     UserAction("toggle_maximize", "m", "Full", "Panes fill the screen, or go back", footer=False),

@@ -6,7 +6,6 @@ import subprocess
 import threading
 from collections.abc import Iterable
 from functools import partial
-from pathlib import Path
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -208,11 +207,11 @@ class KernelBrainApp(App[None]):
             self.notify("select a candidate to export", severity="warning")
             return
         try:
-            target = export_candidate(self.paths, self.selected_id, Path.cwd())
+            target = export_candidate(self.paths, self.selected_id)
         except (ExportError, OSError) as error:
             self.notify(f"export failed: {error}", severity="error")
             return
-        self.notify(f"wrote {target}")
+        self.notify(f"exported {self.selected_id} to {target.resolve()}", timeout=15)
 
     def action_cycle_diff(self) -> None:
         """The first press shows the Diff pane as it is (against the parent when first opened);
@@ -318,7 +317,7 @@ class KernelBrainApp(App[None]):
             self._refresh_pending()
 
     def _refresh_pending(self) -> None:
-        self.query_one(QueueTable).refresh_flags(self.pending)
+        self.query_one(QueueTable).redraw(self.pending)
         self._show_status()
 
     def _show_status(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from kbtui.formatting import BLOCKS, duration
 
@@ -35,3 +36,39 @@ def best_speedup_plot(
     left, right = "0", f"{duration(x_max)} {device}"
     rows.append(" " * AXIS_WIDTH + left + right.rjust(columns - len(left)))
     return "\n".join(rows)
+
+
+PLOT_BARS = (2, 8)  # rows of bars: the fewest worth drawing, the most worth the room
+CHART_GAP = 3  # columns between the ledger's lines and a chart drawn beside them
+CHART_MIN_WIDTH = 16  # the axis and nine columns of bars
+
+
+class ChartPlace(NamedTuple):
+    """Where the Budget pane draws its chart (title, bars, axis): at `column`, `row` of the pane,
+    `width` cells wide with `bars` rows of bars."""
+
+    column: int
+    row: int
+    width: int
+    bars: int
+
+
+def chart_place(ledger_widths: Sequence[int], width: int, height: int) -> ChartPlace:
+    """The chart's place in a pane `width` x `height` whose ledger has lines this wide: below the
+    ledger where the pane has rows to spare; else beside the ledger's first lines, where those are
+    narrow enough to leave it CHART_MIN_WIDTH; else below at its smallest (the pane scrolls)."""
+    lines = len(ledger_widths)
+    spare = height - lines - 2  # the title's row and the axis's
+    if spare >= PLOT_BARS[0]:
+        return ChartPlace(0, lines, width, min(spare, PLOT_BARS[1]))
+    for rows in range(min(lines, height), PLOT_BARS[0] + 1, -1):
+        column = max(ledger_widths[:rows]) + CHART_GAP
+        if width - column >= CHART_MIN_WIDTH:
+            return ChartPlace(column, 0, width - column, min(rows - 2, PLOT_BARS[1]))
+    return ChartPlace(0, lines, width, PLOT_BARS[0])
+
+
+def chart_title(device: str, width: int) -> str:
+    """The chart's title, shortened where the chart is narrow (its axis names the seconds)."""
+    title = f"best speedup vs {device}-seconds"
+    return title if len(title) <= width else "best speedup"

@@ -10,9 +10,8 @@ from textual.widgets import Static
 
 from engine.session_files import device_word
 from kbtui.formatting import MISSING, dollars, duration, percent, speedup
-from kbtui.plot import best_speedup_plot
+from kbtui.plot import best_speedup_plot, chart_place, chart_title
 
-PLOT_HEIGHT = 4
 LABEL_GAP = 2  # spaces after the longest label ("GPU by activity")
 DOING_WIDTH = 21  # "evaluating c0012 r1", padded so that the devices' columns line up
 # Ledger rows: label ("{device}": the backend's word), ledger key, budget key (limits and
@@ -130,33 +129,43 @@ def budget_content(snapshot: dict) -> Content:
 
 
 class BudgetPane(VerticalScroll):
+    """The ledger, and the chart of the best speedup sized to the room the pane has (kbtui.plot
+    chart_place): below the ledger, or beside its first lines, over the ledger's blank cells."""
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._progress: list = []
         self._device = device_word(None)
         self._ledger = Static(Content.assemble(("no snapshot yet", "$text-muted")))
-        self._plot_title = Static(self.plot_title())
-        self._plot = Static(id="budget-plot")
-
-    def plot_title(self) -> Content:
-        return Content.assemble((f"best speedup vs {self._device}-seconds", "bold"))
+        self._ledger_widths: list[int] = []  # each line's cells
+        self._chart = Static(id="budget-chart")
 
     def compose(self):
         yield self._ledger
-        yield self._plot_title
-        yield self._plot
+        yield self._chart
 
     def show(self, snapshot: dict) -> None:
-        self._ledger.update(budget_content(snapshot))
+        ledger = budget_content(snapshot)
+        self._ledger.update(ledger)
+        self._ledger_widths = [line.cell_length for line in ledger.split("\n")]
         self._progress = snapshot.get("progress") or []
-        if (device := device_word(snapshot.get("backend"))) != self._device:
-            self._device = device
-            self._plot_title.update(self.plot_title())
+        self._device = device_word(snapshot.get("backend"))
         self._redraw_plot()
 
     def on_resize(self) -> None:
         self._redraw_plot()
 
     def _redraw_plot(self) -> None:
-        width = self.scrollable_content_region.width or 80
-        self._plot.update(best_speedup_plot(self._progress, width - 1, PLOT_HEIGHT, self._device))
+        region = self.scrollable_content_region
+        if not (region.width and self._ledger_widths):
+            return  # drawn once the pane has its size and a snapshot
+        place = chart_place(self._ledger_widths, region.width, region.height)
+        self._chart.styles.position = "absolute" if place.row == 0 else "relative"
+        self._chart.styles.offset = (place.column, 0)
+        self._chart.styles.width = place.width
+        plot = best_speedup_plot(self._progress, place.width, place.bars, self._device)
+        self._chart.update(
+            Content.assemble(
+                (chart_title(self._device, place.width), "bold"), "\n", (plot, "$text-accent")
+            )
+        )

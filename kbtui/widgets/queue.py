@@ -1,7 +1,11 @@
 """The "Queue" pane: the population as a sortable table. Its cursor stays on the top row until
-the user moves it, then on the candidate the user chose, however the rows re-sort."""
+the user moves it, then on the candidate the user chose, however the rows re-sort. Every column
+is as wide as its header and its widest cell, whatever the cell held when first drawn; the
+origin takes the width the others leave (its full name, else the strategy's own name)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.text import Text
 from textual.binding import Binding
@@ -23,7 +27,8 @@ COLUMNS = (
     ("speedup", "speedup [CI]"),
     ("flags", "flags"),
 )
-ORIGIN_WIDTH = 13  # the strategy's own name; the Noise pane shows the whole origin
+ORIGIN = 1  # the origin's place among COLUMNS
+ORIGIN_MIN_WIDTH = 8  # a cut origin keeps this much; the Noise pane shows the whole origin
 STATUS_ORDER = CANDIDATE_STATUSES  # the session contract lists them in sorting order
 # Columns that `s` cycles through, each with its natural direction (True: largest first).
 SORT_DIRECTIONS = {
@@ -57,18 +62,38 @@ def flags(row: dict, pending: list[str]) -> str:
     return " ".join(marks + [f"{command}…" for command in pending])
 
 
-def cells(row: dict, pending: list[str]) -> list[Text]:
-    values = (
+def cell_texts(row: dict, pending: list[str]) -> list[str]:
+    """A snapshot candidate row's cells, the origin in full ("matvec.row_block")."""
+    return [
         row["id"],
-        truncate((row.get("origin") or MISSING).rsplit(".", 1)[-1], ORIGIN_WIDTH),
+        row.get("origin") or MISSING,
         row.get("parent") or MISSING,
         str(row.get("rung", MISSING)),
         row.get("status") or MISSING,
         number(row.get("score")),
         compact_interval(row.get("speedup"), row.get("speedup_ci")),
         flags(row, pending),
-    )
-    return [Text(value) for value in values]
+    ]
+
+
+def strategy(origin: str) -> str:
+    """An origin without its family ("row_block" of "matvec.row_block")."""
+    return origin.rsplit(".", 1)[-1]
+
+
+def origin_fitter(rows: list[list[str]], available: int, padding: int) -> Callable[[str], str]:
+    """How to show the origins of `rows` (cell_texts) in a table `available` cells wide whose
+    other columns keep their widest cell: every full name where all fit, else every strategy's
+    own name, cut to the room left (at least ORIGIN_MIN_WIDTH) where those do not fit either."""
+    widths = [max(len(label), *(len(r[i]) for r in rows)) for i, (_, label) in enumerate(COLUMNS)]
+    room = available - 2 * padding * len(COLUMNS) - sum(widths) + widths[ORIGIN]
+    label = len(COLUMNS[ORIGIN][1])
+    if widths[ORIGIN] <= room:
+        return lambda origin: origin
+    if max(label, *(len(strategy(r[ORIGIN])) for r in rows)) <= room:
+        return strategy
+    cut = max(room, ORIGIN_MIN_WIDTH)
+    return lambda origin: truncate(strategy(origin), cut)
 
 
 class CandidateSelected(Message):
@@ -96,6 +121,7 @@ class QueueTable(DataTable):
         self.follows_top = True  # until the user moves the cursor (a key or a click)
         self._placing = False  # the table, not the user, is moving the cursor
         self._shown: dict[str, list[str]] = {}  # plain text of each row's cells, as drawn
+        self._pending = PendingCommands()
         self._announced: str | None = None
 
     def on_mount(self) -> None:
@@ -118,15 +144,25 @@ class QueueTable(DataTable):
             for gone in self._shown.keys() - self.rows_by_id.keys():
                 self.remove_row(gone)
                 del self._shown[gone]
-            for candidate_id in self.rows_by_id:
-                self._draw_row(candidate_id, pending)
+            self.redraw(pending)
         finally:
             self._placing = False
         self._sort_keeping(selected)
 
-    def refresh_flags(self, pending: PendingCommands) -> None:
-        for candidate_id in self.rows_by_id:
-            self._draw_row(candidate_id, pending)
+    def redraw(self, pending: PendingCommands) -> None:
+        """Draw every row's cells again (what changed only), with `pending`'s commands."""
+        self._pending = pending
+        texts = {i: cell_texts(row, pending.for_candidate(i)) for i, row in self.rows_by_id.items()}
+        if not texts:
+            return
+        available = self.content_region.width - self.styles.scrollbar_size_vertical
+        fit_origin = origin_fitter(list(texts.values()), available, self.cell_padding)
+        for candidate_id, row in texts.items():
+            row[ORIGIN] = fit_origin(row[ORIGIN])
+            self._draw_row(candidate_id, row)
+
+    def on_resize(self) -> None:
+        self.redraw(self._pending)  # the origins take the width there is
 
     def sort_by(self, column: str, reverse: bool | None = None) -> None:
         self.sort_column = column
@@ -156,16 +192,17 @@ class QueueTable(DataTable):
             self._announced = selected
             self.post_message(CandidateSelected(selected))
 
-    def _draw_row(self, candidate_id: str, pending: PendingCommands) -> None:
-        new = cells(self.rows_by_id[candidate_id], pending.for_candidate(candidate_id))
+    def _draw_row(self, candidate_id: str, texts: list[str]) -> None:
         old = self._shown.get(candidate_id)
         if old is None:
-            self.add_row(*new, key=candidate_id)
+            self.add_row(*map(Text, texts), key=candidate_id)
         else:
-            for (column, _), cell, drawn in zip(COLUMNS, new, old, strict=True):
-                if cell.plain != drawn:
-                    self.update_cell(candidate_id, column, cell)
-        self._shown[candidate_id] = [cell.plain for cell in new]
+            for (column, _), text, drawn in zip(COLUMNS, texts, old, strict=True):
+                if text != drawn:
+                    # The column grows (or shrinks) to its widest cell: a speedup that arrives
+                    # after its row was first drawn is never cut to the width of a dash.
+                    self.update_cell(candidate_id, column, Text(text), update_width=True)
+        self._shown[candidate_id] = texts
 
     def _sort_keeping(self, selected: str | None) -> None:
         rows, column = self.rows_by_id, self.sort_column

@@ -1,5 +1,5 @@
-"""The lines above the panes: session, engine state, best result, pending commands. Each is one
-screen line (cut short with an ellipsis, never wrapped), so none pushes another out."""
+"""The lines above the panes: session, engine state, best result, pending commands. A line
+wider than the screen breaks between its parts (" · "), so that nothing of it is cut."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kbtui.formatting import speedup_with_interval
 from kbtui.pending import PendingCommands
 from kbtui.poller import EngineState
 
+SEPARATOR = " · "
 STATE_STYLES = {
     "running": "$text-success",
     "paused": "$text-warning",
@@ -76,11 +77,37 @@ def status_content(
     return Content("\n").join(lines)
 
 
+def fold(content: Content, width: int) -> Content:
+    """Each line of `content` broken before those of its parts (" · ") that would pass `width`
+    cells; a part wider than that alone is left to the widget's word wrap."""
+    rows: list[Content] = []
+    for line in content.split("\n"):
+        if width <= 0 or line.cell_length <= width:
+            rows.append(line)
+            continue
+        row, *parts = line.split(SEPARATOR)
+        for part in parts:
+            if row.cell_length + len(SEPARATOR) + part.cell_length <= width:
+                row = Content(SEPARATOR).join((row, part))
+            else:
+                rows.append(row)
+                row = part
+        rows.append(row)
+    return Content("\n").join(rows)
+
+
 class SessionStatus(Static):
+    _content: Content | None = None  # the lines as status_content made them, before fold
+
     def on_mount(self) -> None:
         self.tooltip = f"best: {BEST_MEANING}; {BEST_CAVEAT}"
 
     def show(
         self, snapshot: dict | None, engine: EngineState | None, pending: PendingCommands
     ) -> None:
-        self.update(status_content(snapshot, engine, pending))
+        self._content = status_content(snapshot, engine, pending)
+        self.update(fold(self._content, self.content_region.width))
+
+    def on_resize(self) -> None:
+        if self._content is not None:
+            self.update(fold(self._content, self.content_region.width))

@@ -1,8 +1,12 @@
-"""Waiting on the running app from Pilot tests, and moving its Queue cursor."""
+"""Waiting on the running app from Pilot tests, moving its Queue cursor, and reading its screen
+as text."""
 
 from __future__ import annotations
 
+import io
 import time
+
+from rich.console import Console
 
 from kbtui.widgets.queue import QueueTable
 
@@ -38,3 +42,13 @@ async def select(pilot, candidate_id: str) -> None:
     table = pilot.app.query_one(QueueTable)
     table.move_cursor(row=table.get_row_index(candidate_id))
     await wait_until(pilot, lambda: loaded(pilot.app) and pilot.app.selected_id == candidate_id)
+
+
+def screen_text(app) -> list[str]:
+    """The screen's lines as the user reads them: what export_screenshot draws, as plain text."""
+    width, height = app.size
+    console = Console(
+        width=width, height=height, file=io.StringIO(), record=True, force_terminal=True
+    )
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text().splitlines()

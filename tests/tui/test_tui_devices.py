@@ -49,7 +49,8 @@ async def test_a_one_device_session_has_no_device_rows(session):
 
 
 async def budget_pane_and_status_line(paths, size) -> tuple[list[str], str]:
-    """The Budget pane's text (ledger, plot title, plot) and the status line, as drawn."""
+    """The Budget pane's text (ledger, chart: its title, then the plot) and the status line, as
+    drawn."""
     app = KernelBrainApp(paths)
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
@@ -65,7 +66,8 @@ async def test_the_budget_pane_of_a_cpu_session_says_device_not_gpu(cpu_session,
     seconds and says GPU nowhere, nor does the status line; the sim backend simulates a GPU and
     keeps its words."""
     assert read_snapshot(cpu_session)["backend"] == "cpu"
-    (ledger, title, plot), status = await budget_pane_and_status_line(cpu_session, (100, 30))
+    (ledger, chart), status = await budget_pane_and_status_line(cpu_session, (100, 30))
+    title, plot = chart.split("\n", 1)
     for text in (ledger, title, plot, status):
         assert "gpu" not in text.lower(), text
     rows = {line.split("  ")[0]: line for line in ledger.splitlines()}
@@ -73,7 +75,8 @@ async def test_the_budget_pane_of_a_cpu_session_says_device_not_gpu(cpu_session,
     assert "10m00s" in rows["device"]  # the limit given as 600device-s
     assert title == "best speedup vs device-seconds" and plot.endswith(" device")
 
-    (ledger, title, plot), _ = await budget_pane_and_status_line(session, (100, 30))
+    (ledger, chart), _ = await budget_pane_and_status_line(session, (100, 30))
+    title, plot = chart.split("\n", 1)
     rows = {line.split("  ")[0] for line in ledger.splitlines()}
     assert {"GPU", "GPU by rung", "GPU by activity", "off the GPU"} <= rows
     assert title == "best speedup vs GPU-seconds" and plot.endswith(" GPU")

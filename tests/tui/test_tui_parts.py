@@ -101,14 +101,14 @@ def test_status_line_says_interrupted_when_no_engine_holds_a_running_session(ses
     assert "· running" not in line and "engine not running" in line
 
 
-def test_export_writes_the_candidate_source(session, tmp_path):
-    target = export_candidate(session, BEST, tmp_path)
-    assert target == tmp_path / f"{NAME}_{BEST}.py"
+def test_export_writes_the_candidate_source_into_the_session_folder(session):
+    target = export_candidate(session, BEST)
+    assert target == session.root / f"{NAME}_{BEST}.py"
     source = target.read_text()
     assert "class ModelNew" in source and "@triton.jit" in source
     compile(source, str(target), "exec")
     with pytest.raises(ExportError, match="c9999"):
-        export_candidate(session, "c9999", tmp_path)
+        export_candidate(session, "c9999")
 
 
 def test_resume_starts_a_detached_process_that_logs_to_engine_log(session):

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from pilot_helpers import select, settle
 
-from engine.session_files import read_candidate
+from engine.session_files import read_candidate, read_snapshot
 from kbtui.app import KernelBrainApp
 
 PROFILER_UNAVAILABLE = "c0030"  # the first profile the budget allowed: the sim cannot profile
 NOT_PROFILED_YET = "c0010"  # never climbed past rung 0; none of its strategy was profiled
+EVALUATING = "c0028"  # planned on a device of the two-device session when its engine ended
+SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}
 
 
 def showing(*keys: str, candidate: str | None = None):
@@ -67,6 +69,16 @@ def test_profiler_not_profiled_yet(snap_compare, session):
 def test_budget_pane_shows_each_device_of_a_two_device_session(snap_compare, two_device_session):
     app = KernelBrainApp(two_device_session)
     assert snap_compare(app, terminal_size=(80, 24), run_before=showing("4"))
+
+
+@pytest.mark.parametrize("size", SIZES.values(), ids=SIZES.keys())
+def test_an_evaluating_row_at_each_size(snap_compare, two_device_session, size):
+    """The Queue with an evaluating row selected, every column whole (test_tui_sizes reads the
+    same screens as text): narrow and short, narrow and tall, wide."""
+    rows = {row["id"]: row for row in read_snapshot(two_device_session)["candidates"]}
+    assert rows[EVALUATING]["status"] == "evaluating"
+    app = KernelBrainApp(two_device_session)
+    assert snap_compare(app, terminal_size=size, run_before=showing(candidate=EVALUATING))
 
 
 def test_wide_terminal_puts_the_queue_beside_the_panes(snap_compare, live_engine):

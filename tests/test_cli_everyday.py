@@ -191,8 +191,8 @@ def test_a_headless_resume_that_finds_a_pause_says_so_once(finished, tmp_path):
     assert read_snapshot(paths)["ledger"]["evaluations"] == 16
 
 
-PAUSE_S = 4.5  # how long the search below stands paused: longer than its whole wall-time limit
-WALL_LIMIT_S = 4  # its running time (16 sim evaluations, two engine starts) stays well below
+PAUSE_S = 8.5  # how long the search below stands paused: longer than its whole wall-time limit
+WALL_LIMIT_S = 8  # its running time (16 sim evaluations, two engine starts) stays well below
 
 
 def test_a_pause_spends_no_budget(tmp_path):
@@ -224,8 +224,9 @@ def test_a_pause_spends_no_budget(tmp_path):
     assert data["stop_reason"] == "budget spent: evaluations" and ledger["evaluations"] == 16
     assert PAUSE_S <= ledger["paused_seconds"] < PAUSE_S + 30
     assert ledger["wall_seconds"] < WALL_LIMIT_S
-    assert ledger["wall_seconds"] - at_pause["wall_seconds"] < 1.0  # 4 evaluations, no pause
-    assert ledger["idle_seconds"] - at_pause["idle_seconds"] < 1.0
+    # 4 evaluations and no pause (a loaded machine may take seconds over them)
+    assert ledger["wall_seconds"] - at_pause["wall_seconds"] < PAUSE_S / 2
+    assert ledger["idle_seconds"] - at_pause["idle_seconds"] < PAUSE_S / 2
     assert read_snapshot(paths)["ledger"] == ledger  # what the engine published last
     assert (
         f"wall clock: {ledger['wall_seconds']:.1f}s spent ({ledger['idle_seconds']:.1f}s idle); "

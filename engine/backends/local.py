@@ -102,7 +102,7 @@ class LocalBackend:
         self.triton_caches = tempfile.mkdtemp(prefix="kb-triton-caches-")
         self.owns_caches = True
         # The judge of this device: one request an evaluation (check, timing and re-check in one
-        # fresh runner, so a candidate loads and compiles once an evaluation).
+        # runner, so a candidate loads and compiles once an evaluation).
         self.judge_client = WorkerClient(device, gpu if device == "cuda" else None, timeouts)
         if compile_target == AUTO:
             compile_target = gpu_target(gpu) if device == "cuda" else None

@@ -1,8 +1,8 @@
 """`python -m kbrunner` (inside the sandbox): the template that every runner is forked from.
 
 Importing torch and triton and warming up take seconds; a fork takes milliseconds, so the template
-pays them once and forks a fresh runner for each candidate: no candidate ever sees another's
-interpreter. The template runs no candidate code, and no runner can reach it: it is not dumpable
+pays them once and forks runners from it (the judge lends a runner again only to its owner's
+next request: engine.worker.runner_pool). The template runs no candidate code, and no runner can reach it: it is not dumpable
 (no ptrace, no /proc/PID/mem), a runner's seccomp filter lets it signal only itself, and a runner
 closes every descriptor of the template's before it reads a command.
 

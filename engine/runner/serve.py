@@ -1,5 +1,5 @@
-"""One runner: a process forked from the template for one candidate, serving one JSON command per
-line on stdin.
+"""One runner: a process forked from the template, serving one JSON command per line on stdin, for
+one candidate at a time (a reset forgets it before the next).
 
 The replies travel on a private copy of the original stdout; fd 1 then points at stderr, so what
 a candidate prints cannot be mistaken for a reply (and a forged reply is only ever data).

@@ -1,4 +1,4 @@
-"""The runner's state for its one candidate and the commands the judge sends it."""
+"""The runner's state for the candidate it holds and the commands the judge sends it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """One evaluation request, in the judge: the judge owns the inputs, the references, the
-comparisons, the timing cross-checks and the verdict; the candidate runs only in a fresh runner
-(a sandboxed process of its own) that receives inputs and returns output bytes and its figures.
+comparisons, the timing cross-checks and the verdict; the candidate runs only in a runner (a
+sandboxed process, fresh or lent again by engine.worker.runner_pool) that receives inputs and
+returns output bytes and its figures.
 
 The engine sees progress as phase messages ("compile", "run", "time") and holds each phase to a
 deadline; the judge holds each runner command to the same deadlines and kills a runner that hangs.

@@ -1,5 +1,5 @@
 """The judge's handle on one device's runner template: a sandboxed process that has imported torch
-and triton and forks a fresh runner for each candidate (engine/runner/__main__.py).
+and triton and forks a fresh runner when one is asked for (engine/runner/__main__.py).
 
 Runners follow one another, never overlap: before each fork the judge empties every folder the box
 can write (the exchange folder, its /tmp and /dev/shm) after the last runner is dead, so nothing a

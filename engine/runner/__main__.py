@@ -2,9 +2,10 @@
 
 Importing torch and triton and warming up take seconds; a fork takes milliseconds, so the template
 pays them once and forks runners from it (the judge lends a runner again only to its owner's
-next request: engine.worker.runner_pool). The template runs no candidate code, and no runner can reach it: it is not dumpable
-(no ptrace, no /proc/PID/mem), a runner's seccomp filter lets it signal only itself, and a runner
-closes every descriptor of the template's before it reads a command.
+next request: engine.worker.runner_pool). The template runs no candidate code, and no runner can
+reach it: it is not dumpable (no ptrace, no /proc/PID/mem), a runner's seccomp filter lets it
+signal only itself, and a runner closes every descriptor of the template's before it reads a
+command.
 
 Commands arrive on the control socket (fd KB_CONTROL_FD, a Unix SEQPACKET socket), one JSON object
 per message:

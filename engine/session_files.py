@@ -15,6 +15,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import settings
+from engine.errors import KernelBrainError
+
 # The session folder's vocabulary, for the engine that writes it and the clients that read it
 # (docs/session-format.md; tests/test_session_contract.py holds the two together).
 CANDIDATE_COMMANDS = ("pin", "unpin", "veto")  # the commands that name a candidate
@@ -88,12 +91,12 @@ def limit_name(kind: str, backend: str | None) -> str:
     return kind
 
 
-class SessionError(Exception):
+class SessionError(KernelBrainError):
     """A session name that is not allowed or names no session; the message says what to do."""
 
 
 def sessions_root(override: str | None = None) -> Path:
-    return Path(override or os.environ.get("KERNELBRAIN_SESSIONS") or "sessions")
+    return Path(override or settings.value(settings.SESSIONS))
 
 
 @dataclass(frozen=True)
@@ -391,7 +394,7 @@ def start_detached_engine(paths: SessionPaths) -> subprocess.Popen:
         )
 
 
-class ExportError(Exception):
+class ExportError(KernelBrainError):
     """The candidate cannot be exported; the message says why."""
 
 

@@ -10,8 +10,10 @@ import ast
 import itertools
 from dataclasses import dataclass
 
+from engine.errors import KernelBrainError
 
-class MergeError(ValueError):
+
+class MergeError(KernelBrainError, ValueError):
     """The members cannot be merged into one module (the message says why)."""
 
 

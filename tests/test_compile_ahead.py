@@ -220,7 +220,7 @@ def test_compile_workers_can_be_turned_off(monkeypatch):
 
 def test_a_worker_count_that_is_no_count_says_what_to_give(monkeypatch):
     monkeypatch.setenv("KERNELBRAIN_COMPILE_WORKERS", "many")
-    with pytest.raises(ValueError, match="'many' is not a count: give 1"):
+    with pytest.raises(ValueError, match="'many': not a count: give 1"):
         LocalBackend("cpu", compile_target=H200)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.backends.sim import SIM_PACE_ENV, SimBackend
+from engine.errors import KernelBrainError
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import load_problem
 from engine.session_files import SessionPaths, read_snapshot
@@ -30,7 +31,7 @@ def test_a_sim_evaluation_lasts_the_gpu_time_it_simulates(monkeypatch):
     monkeypatch.setenv(SIM_PACE_ENV, "0")
     assert SimBackend().evaluate(softmax, job).to_dict() == paced.to_dict()
     monkeypatch.setenv(SIM_PACE_ENV, "fast")
-    with pytest.raises(RuntimeError, match="KERNELBRAIN_SIM_PACE='fast': give the wall seconds"):
+    with pytest.raises(KernelBrainError, match="KERNELBRAIN_SIM_PACE='fast': give the wall"):
         SimBackend()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.backends.base import BACKENDS, Backend
+from engine.errors import InputError, SetupError
 
 CHOICES = (*BACKENDS, "auto")
 
@@ -11,7 +12,7 @@ def resolve_backend(name: str, ray: str | None = None) -> str:
     """A backend name with `auto` made concrete: cuda when PyTorch sees a GPU (with `ray`, when
     the Ray cluster has one), else cpu; cuda without a GPU is refused before anything starts."""
     if name not in CHOICES:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(CHOICES)}")
+        raise InputError(f"unknown backend {name!r}; choose one of {', '.join(CHOICES)}")
     if name not in ("auto", "cuda"):
         return name
     if ray is not None:
@@ -19,12 +20,12 @@ def resolve_backend(name: str, ray: str | None = None) -> str:
 
         connect(ray)
         if name == "cuda" and not cluster_gpus():
-            raise RuntimeError(f"--backend cuda: the Ray cluster ({ray}) has no GPU")
+            raise SetupError(f"--backend cuda: the Ray cluster ({ray}) has no GPU")
         return "cuda" if cluster_gpus() else "cpu"
     import torch
 
     if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(
+        raise SetupError(
             "--backend cuda needs a GPU that PyTorch can see (this PyTorch is "
             f"{torch.__version__}); use --backend cpu or auto, or install PyTorch's CUDA build"
         )
@@ -40,14 +41,14 @@ GPUS_HELP = (
 
 
 def resolve_gpus(text: str, backend: str, ray: str | None = None) -> tuple[int, ...]:
-    """The device indices `--gpus TEXT` names on a resolved backend; ValueError says what to
+    """The device indices `--gpus TEXT` names on a resolved backend; InputError says what to
     give instead. With `ray`, device i is the i-th actor, wherever Ray places it."""
     visible = None
     if ray is not None:
         from engine.backends.ray_fleet import cluster_gpus, connect
 
         if "," in text:
-            raise ValueError(f"--gpus {text!r} with --ray: give a count or 'all' (Ray places "
+            raise InputError(f"--gpus {text!r} with --ray: give a count or 'all' (Ray places "
                              "each device's actor on a GPU it chooses)")  # fmt: skip
         connect(ray)  # here, before a session is written: an unreachable cluster is refused
         if backend == "cuda":
@@ -65,12 +66,12 @@ def resolve_gpus(text: str, backend: str, ray: str | None = None) -> tuple[int, 
         else:
             gpus = tuple(range(int(text)))
     except ValueError:
-        raise ValueError(f"--gpus {text!r}: {GPUS_HELP}") from None
+        raise InputError(f"--gpus {text!r}: {GPUS_HELP}") from None
     if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
-        raise ValueError(f"--gpus {text!r} names no device, or one twice: {GPUS_HELP}")
+        raise InputError(f"--gpus {text!r} names no device, or one twice: {GPUS_HELP}")
     if visible is not None and max(gpus) >= visible:
         where = f"the Ray cluster ({ray}) has" if ray else "PyTorch sees"
-        raise ValueError(f"--gpus {text!r}: {where} {visible} GPU(s), 0 to {visible - 1}")
+        raise InputError(f"--gpus {text!r}: {where} {visible} GPU(s), 0 to {visible - 1}")
     return gpus
 
 

@@ -8,11 +8,11 @@ head first); `result` waits for one, submitting it first where nobody has.
 
 from __future__ import annotations
 
-import os
 import queue
 import subprocess
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from engine import settings
 from engine.worker.client import Timeouts, WorkerClient
 from engine.worker.precompile import outcome
 from engine.worker.protocol import JudgeRequest
@@ -21,20 +21,14 @@ from engine.worker.protocol import JudgeRequest
 # candidate at its three sizes in 0.2 s and the GPU's evaluation of it took 2 s, so one keeps
 # up; four workers starting at once (each a judge and a template importing torch) slowed a
 # 10 GPU-s softmax search from 53 s to 71 s of wall time (docs/results/issue10/compile_ahead).
-DEFAULT_WORKERS = 1
 # `KERNELBRAIN_COMPILE_WORKERS=N` sets how many run beside the GPU; 0: none.
-WORKERS_SWITCH = "KERNELBRAIN_COMPILE_WORKERS"
+WORKERS_SWITCH = settings.COMPILE_WORKERS
+DEFAULT_WORKERS = settings.SETTINGS[WORKERS_SWITCH].default  # 1
 
 
 def workers_wanted() -> int:
     """The compile workers KERNELBRAIN_COMPILE_WORKERS asks for, else DEFAULT_WORKERS."""
-    text = os.environ.get(WORKERS_SWITCH, "").strip()
-    if not text:
-        return DEFAULT_WORKERS
-    if not text.isdigit():
-        raise ValueError(f"{WORKERS_SWITCH}={text!r} is not a count: give 1 (the default), more, "
-                         "or 0 to compile no candidate ahead")  # fmt: skip
-    return int(text)
+    return settings.value(WORKERS_SWITCH)
 
 
 def gpu_target(gpu: int) -> str | None:

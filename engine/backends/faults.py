@@ -13,18 +13,17 @@ The rule, for one evaluation:
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import tenacity
 
+from engine import settings
 from engine.jobs import MACHINE_FAULT, EvalResult
 
 # `KERNELBRAIN_FAULT_BACKOFF_S=S`: the first wait before a machine fault is asked again, in
 # seconds (0 asks again at once: tests).
-BACKOFF_SWITCH = "KERNELBRAIN_FAULT_BACKOFF_S"
+BACKOFF_SWITCH = settings.FAULT_BACKOFF_S
 # The known-good request's candidate: a module that does nothing, so nothing of it can crash.
 KNOWN_GOOD_SOURCE = "# kernelbrain's known-good request: a fresh runner loads this and ends\n"
 
@@ -42,17 +41,7 @@ class Backoff:
     @classmethod
     def from_environment(cls) -> Backoff:
         """The default backoff, its first wait from KERNELBRAIN_FAULT_BACKOFF_S when set."""
-        text = os.environ.get(BACKOFF_SWITCH, "").strip()
-        if not text:
-            return cls()
-        try:
-            first = float(text)
-        except ValueError:
-            first = math.nan
-        if not first >= 0:
-            raise ValueError(f"{BACKOFF_SWITCH}={text!r}: give the first wait in seconds, 0 or "
-                             "more")  # fmt: skip
-        return cls(first_s=first)
+        return cls(first_s=settings.value(BACKOFF_SWITCH))
 
     def retried(self, ask: Callable[[], EvalResult]) -> EvalResult:
         """`ask()`, asked again while it answers a machine fault; the last answer (which says

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.backends.devices import RERUNS, DeviceLost
+from engine.errors import SetupError
 from engine.jobs import EvalJob, EvalResult
 from engine.problems import Problem
 
@@ -33,12 +34,12 @@ START_TIMEOUT_S = 300.0  # an actor waits this long for a free device (a node jo
 
 
 def connect(address: str) -> None:
-    """Join (or, for LOCAL, start) the Ray instance once per process; RuntimeError says what to
+    """Join (or, for LOCAL, start) the Ray instance once per process; SetupError says what to
     do when Ray is missing or the cluster cannot be reached."""
     try:
         import ray
     except ImportError:
-        raise RuntimeError(
+        raise SetupError(
             "--ray needs Ray, an optional extra: pip install -e '.[ray]' (or pip install ray)"
         ) from None
     if ray.is_initialized():
@@ -51,7 +52,7 @@ def connect(address: str) -> None:
             refuse_unreachable(address)  # ray.init would retry an unreachable address for minutes
             ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RuntimeError(
+        raise SetupError(
             f"--ray {address}: could not reach a Ray cluster there ({exc}); start one with "
             "`ray start --head` and give its address (HOST:PORT), or use --ray local"
         ) from exc
@@ -155,7 +156,7 @@ class RayDevice:
         except GetTimeoutError:
             ray.kill(self.actor)
             needs = "a GPU" if self.name == "cuda" else "a CPU"
-            raise RuntimeError(
+            raise SetupError(
                 f"device {self.device}: no Ray node offered {needs} within "
                 f"{START_TIMEOUT_S:g} s (the cluster has {ray.cluster_resources()}); ask for "
                 "fewer --gpus or add nodes"

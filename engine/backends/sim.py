@@ -12,10 +12,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import os
 import random
 import time
 
+from engine import settings
 from engine.gate.static import static_check
 from engine.generate.composite import routed_members
 from engine.jobs import EvalJob, EvalResult, ShapeTiming
@@ -37,21 +37,11 @@ DISPATCH_MS = 0.001  # what a composite's Python dispatch adds to a call (about 
 PROFILE_SECONDS = 8.0
 CENSUS_SECONDS = 5.0  # one ncu pass over every target size, names and durations only
 # Wall seconds an evaluation lasts per GPU-second it simulates: 1, a GPU's pace, by default.
-SIM_PACE_ENV = "KERNELBRAIN_SIM_PACE"
+SIM_PACE_ENV = settings.SIM_PACE
 
 
 def sim_pace() -> float:
-    value = os.environ.get(SIM_PACE_ENV, "1")
-    try:
-        pace = float(value)
-    except ValueError:
-        pace = -1.0
-    if not pace >= 0:
-        raise RuntimeError(
-            f"{SIM_PACE_ENV}={value!r}: give the wall seconds a sim evaluation lasts per "
-            "GPU-second it simulates (1: a GPU's pace, 0: at once)"
-        )
-    return pace
+    return settings.value(SIM_PACE_ENV)
 
 
 def _unit(*parts) -> float:

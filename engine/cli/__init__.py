@@ -7,6 +7,9 @@ import importlib
 import os
 import re
 import sys
+import traceback
+
+from engine.errors import KernelBrainError
 
 # Command modules, in the order `--help` lists them.
 COMMAND_MODULES = (
@@ -35,13 +38,19 @@ EXIT_OK, EXIT_REJECTED, EXIT_USAGE = 0, 1, 2
 EXIT_FAILED = 1  # the command could not do its work (a folder it cannot write)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader (`| head`) went away
+EXIT_BUG = 70  # EX_SOFTWARE (sysexits.h): an internal error, shown with its traceback
+BUG_REPORT = (
+    "kernelbrain: this is a bug in KernelBrain, not in what you gave it: please report it to "
+    "KernelBrain's issue tracker with the traceback above and the command you ran"
+)
 
 
-class UsageError(Exception):
-    """Bad input from the user; printed without a traceback, exit status 2."""
+class UsageError(KernelBrainError):
+    """Bad input from the user; printed without a traceback, exit status 2 (as is any other
+    KernelBrainError that reaches `main`)."""
 
 
-class CommandFailed(Exception):
+class CommandFailed(KernelBrainError):
     """The command could not do its work; printed as one line, exit status 1."""
 
 
@@ -75,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     except CommandFailed as exc:
         print(f"kernelbrain {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except KernelBrainError as exc:  # a user error the command did not word as a UsageError
+        print(f"kernelbrain {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         # What is still buffered for stdout can go nowhere: send it to /dev/null, quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -82,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"kernelbrain {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:  # anything else is a bug: its traceback, then where to report it
+        traceback.print_exc()
+        print(BUG_REPORT, file=sys.stderr)
+        return EXIT_BUG
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pathlib import Path
 from engine.backends import GPUS_HELP
 from engine.cli import UsageError
 from engine.cli.sessions import add_precision, search_progress
+from engine.errors import KernelBrainError
 
 DEFAULT_BUDGET = "5m"
 
@@ -96,7 +97,7 @@ def run(args) -> int:
     from engine.bench.runner import BenchPlan, run_bench
     from engine.generate.base import GeneratorError
     from engine.problems import ProblemError, builtin_names
-    from engine.search.budget import BudgetError, parse_budget
+    from engine.search.budget import parse_budget
     from engine.session.store import StoreError
     from engine.worker.reference_bank import JUDGES_PER_GPU
 
@@ -107,7 +108,7 @@ def run(args) -> int:
         limits = parse_budget([args.budget_per_problem])
         backend = resolve_backend(args.backend)
         gpus = resolve_gpus(args.gpus, backend)
-    except (BudgetError, RuntimeError, ValueError) as exc:
+    except KernelBrainError as exc:  # BudgetError, InputError, SetupError
         raise UsageError(str(exc)) from exc
     jobs = auto_jobs() if jobs == "auto" else int(jobs)
     memory = memory_given(backend, gpus[0]) if jobs > 1 else (None, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from engine import settings
 from engine.backends import resolve_backend
 from engine.cli.trust import sandbox_hint
 from engine.worker.sandbox import is_credential, isolation
@@ -44,6 +45,7 @@ def run(args) -> int:
             "variables); only the GPU choice",
         ),
         ("keys set", ", ".join(sorted(k for k in os.environ if is_credential(k))) or "none"),
+        *settings.describe(),  # every KERNELBRAIN_* variable: its value, or unset and default
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

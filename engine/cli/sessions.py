@@ -21,6 +21,7 @@ from engine.cli.trust import (
     candidate_isolation,
     candidates_trusted,
 )
+from engine.errors import KernelBrainError
 from engine.problems import PRECISION_POLICIES
 from engine.search.budget import BudgetError, parse_budget
 from engine.session_files import (
@@ -146,10 +147,7 @@ def default_session_name(problem: str) -> str:
 
 def cmd_run(args) -> int:
     from engine.compose import create_session
-    from engine.generate.base import GeneratorError
-    from engine.problems import ProblemError
     from engine.session.settings import SessionSettings
-    from engine.session.store import StoreError
 
     if args.generator == "llm" and not args.model:
         raise UsageError("--generator llm needs --model (a litellm model string)")
@@ -182,7 +180,9 @@ def cmd_run(args) -> int:
                 ray=args.ray,
             )
             create_session(paths, wanted)
-    except (ProblemError, GeneratorError, StoreError, RuntimeError, ValueError) as exc:
+    except CommandFailed:  # a folder it cannot write: one line, exit status 1
+        raise
+    except KernelBrainError as exc:  # ProblemError, GeneratorError, StoreError, ...
         raise UsageError(str(exc)) from exc
     print(f"session {paths.name} in {paths.root}", file=sys.stderr)
     return cmd_resume(args)
@@ -267,14 +267,13 @@ def run_headless(
 def start_engine(paths: SessionPaths):
     """The session's engine, holding its lock; what stops it from starting is a UsageError."""
     from engine.compose import resume_session
-    from engine.generate.base import GeneratorError
-    from engine.session.lock import SessionBusy
-    from engine.session.store import StoreError
 
     try:
         with session_folder_writes(paths):
             return resume_session(paths)
-    except (GeneratorError, StoreError, SessionBusy, RuntimeError) as exc:
+    except CommandFailed:  # a folder it cannot write: one line, exit status 1
+        raise
+    except KernelBrainError as exc:  # GeneratorError, StoreError, SessionBusy, SetupError
         raise UsageError(str(exc)) from exc
 
 

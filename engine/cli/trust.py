@@ -7,9 +7,9 @@ other candidate code (an LLM's, a user's) runs only in it, unless the user passe
 from __future__ import annotations
 
 import argparse
-import os
 import re
 
+from engine import settings
 from engine.cli import UsageError
 
 OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -21,7 +21,7 @@ BUBBLEWRAP_INSTALL = (
 )
 # `1`: the user trusts candidate code, as with --trust-candidates. run and resume set it for the
 # engine processes they start (the detached engine behind the TUI, the TUI's restarts of it).
-TRUST_SWITCH = "KERNELBRAIN_TRUST_CANDIDATES"
+TRUST_SWITCH = settings.TRUST_CANDIDATES
 # The generator whose candidates are the hint library's own code.
 HINT_LIBRARY_GENERATOR = "offline"
 
@@ -56,14 +56,14 @@ def add_trust_candidates(p) -> None:
 
 def candidates_trusted(args) -> bool:
     """Whether the user said candidate code may run without the OS sandbox."""
-    return bool(getattr(args, "trust_candidates", False)) or os.environ.get(TRUST_SWITCH) == "1"
+    return bool(getattr(args, "trust_candidates", False)) or settings.value(TRUST_SWITCH)
 
 
 def sandbox_hint() -> str:
     """How to have the OS sandbox on this machine, where `isolation()` says there is none."""
     from engine.worker.sandbox import BWRAP_SWITCH, bwrap_binary
 
-    if os.environ.get(BWRAP_SWITCH) == "0":
+    if settings.value(BWRAP_SWITCH) == "0":
         return (
             f"unset {BWRAP_SWITCH} to use bubblewrap; where it is missing, install it: "
             f"{BUBBLEWRAP_INSTALL}"
@@ -81,7 +81,7 @@ def _without_sandbox(box) -> str:
     from engine.worker.sandbox import BWRAP_SWITCH
 
     reason = box.detail.removeprefix("none: ").split("; candidates run as plain processes")[0]
-    if os.environ.get(BWRAP_SWITCH) == "0":
+    if settings.value(BWRAP_SWITCH) == "0":
         reason = f"turned off by {BWRAP_SWITCH}=0"
     return f"{reason}; {sandbox_hint()}"
 

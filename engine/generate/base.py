@@ -7,6 +7,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from engine.errors import KernelBrainError
 from engine.problems import Problem
 
 
@@ -67,7 +68,7 @@ class ReplyStore(Protocol):
     def put(self, prompt_sha256: str, reply: dict) -> None: ...
 
 
-class GeneratorError(Exception):
+class GeneratorError(KernelBrainError):
     """Generation cannot start or continue; the message says what to do."""
 
 

@@ -13,6 +13,7 @@ from types import ModuleType
 
 import torch
 
+from engine.errors import KernelBrainError
 from engine.problems.literal_sizes import name_literal_sizes
 from engine.problems.problem import PRECISION_POLICIES, TIERS, Problem, Size
 from engine.problems.sizing import SCALABLE_MIN, derive_tiny
@@ -22,7 +23,7 @@ from engine.runner.calls import call_with_size
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 
 
-class ProblemError(Exception):
+class ProblemError(KernelBrainError):
     """A problem file that cannot be used; the message says what is wrong and what to do."""
 
 

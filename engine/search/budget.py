@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from engine.errors import KernelBrainError
 from engine.jobs import CPU_ACTIVITIES, GPU_ACTIVITIES
 
 LIMIT_KINDS = ("wall_seconds", "gpu_seconds", "evaluations", "llm_usd")
@@ -25,7 +26,7 @@ ACCEPTED_BUDGETS = (
 )
 
 
-class BudgetError(ValueError):
+class BudgetError(KernelBrainError, ValueError):
     pass
 
 

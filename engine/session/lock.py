@@ -9,6 +9,7 @@ import os
 import socket
 import time
 
+from engine.errors import KernelBrainError
 from engine.session_files import SessionPaths
 
 # The lock's text is rewritten in place at each heartbeat, padded to one length: a reader never
@@ -17,7 +18,7 @@ from engine.session_files import SessionPaths
 LOCK_TEXT_BYTES = 512
 
 
-class SessionBusy(Exception):
+class SessionBusy(KernelBrainError):
     pass
 
 

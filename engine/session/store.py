@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from engine.errors import KernelBrainError
 from engine.records import Candidate, shape_result
 from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths, damaged_session_hint
@@ -32,7 +33,7 @@ COMMAND_COLUMNS = (
 EVENT_COLUMNS = ("seq", "ts", "step", "kind", "message", "candidate", "command")
 
 
-class StoreError(Exception):
+class StoreError(KernelBrainError):
     """The session file cannot be used; the message says why and what to do."""
 
 

@@ -21,12 +21,12 @@ at 4096x393216 holds 26 GB a reference). A dropped entry costs only its recomput
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
 
+from engine import settings
 from engine.gate.correctness import Reference
 
 GPU_SHARE = 0.25  # of the device's memory, on cuda, for the banks of every judge sharing it
@@ -36,15 +36,12 @@ DEVICE_RESERVE = 0.5
 HOST_BYTES = 16 << 30
 HOST_ENTRY_BYTES = 1 << 30
 CPU_DEVICE_BYTES = 4 << 30  # on the cpu backend "device" memory is host memory: one tier
-JUDGES_PER_GPU = "KERNELBRAIN_JUDGES_PER_GPU"
+JUDGES_PER_GPU = settings.JUDGES_PER_GPU
 
 
 def judges_per_gpu() -> int:
     """How many judges share this judge's device (KERNELBRAIN_JUDGES_PER_GPU, else 1)."""
-    text = os.environ.get(JUDGES_PER_GPU, "").strip() or "1"
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{JUDGES_PER_GPU}={text!r}: give how many judges share a GPU (1 or more)")
-    return int(text)
+    return settings.value(JUDGES_PER_GPU)
 
 
 def tensors(reference: Reference) -> list[torch.Tensor]:

@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import settings
 from engine.runner.compile_only import TARGET_VARIABLE
 from engine.runner.seccomp import sandbox_program
 
@@ -60,7 +61,7 @@ TRITON_CACHE_NAME = "triton-cache"
 # Where the judge makes the folders a box can write: memory, where there is a /dev/shm.
 EXCHANGE_PARENT = "/dev/shm" if os.path.isdir("/dev/shm") else None
 # `KERNELBRAIN_BWRAP=/path/to/bwrap` picks the binary; `0` turns the OS sandbox off (trusted use).
-BWRAP_SWITCH = "KERNELBRAIN_BWRAP"
+BWRAP_SWITCH = settings.BWRAP
 # Resource limits of a runner: no core dumps, bounded open files and file sizes.
 RUNNER_RLIMITS = {
     resource.RLIMIT_CORE: 0,
@@ -149,7 +150,7 @@ class Isolation:
 
 
 def bwrap_binary() -> str | None:
-    choice = os.environ.get(BWRAP_SWITCH)
+    choice = settings.value(BWRAP_SWITCH)
     if choice == "0":
         return None
     return choice or shutil.which("bwrap")
@@ -160,7 +161,7 @@ def isolation() -> Isolation:
     """Whether bubblewrap can build the runner's sandbox on this machine."""
     binary = bwrap_binary()
     if binary is None:
-        why = "turned off" if os.environ.get(BWRAP_SWITCH) == "0" else "bubblewrap is not installed"
+        why = "turned off" if settings.value(BWRAP_SWITCH) == "0" else "bubblewrap is not installed"
         return Isolation(False, f"none: {why}; candidates run as plain processes")
     probe = [
         binary,

@@ -33,6 +33,9 @@ from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE
 from engine.worker.sandbox import EXCHANGE_PARENT, isolation
 
 DATA = Path(__file__).parent / "data" / "ncu"
+# One worker runs these: a test that waits for a profile's launcher finds it by its folder's name
+# pattern, which another worker's profile would match too.
+pytestmark = pytest.mark.xdist_group("ncu")
 CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
 RMSNORM = Path(__file__).parents[1] / "engine" / "problems" / "builtin" / "rmsnorm.py"
 REPO = Path(__file__).parents[1]

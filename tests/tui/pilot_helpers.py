@@ -8,6 +8,7 @@ import time
 
 from rich.console import Console
 
+from kbtui.widgets.budget import BudgetPane
 from kbtui.widgets.queue import QueueTable
 
 ENGINE_TIMEOUT_S = 20.0  # a real engine answers within a step; a loaded machine is slow
@@ -52,3 +53,11 @@ def screen_text(app) -> list[str]:
     )
     console.print(app.screen._compositor.render_update(full=True))
     return console.export_text().splitlines()
+
+
+async def budget_pane(app, pilot) -> BudgetPane:
+    """The Budget pane, brought up (key 4) once the app has loaded the session."""
+    await settle(pilot)
+    await pilot.press("4")
+    await pilot.pause()
+    return app.query_one(BudgetPane)

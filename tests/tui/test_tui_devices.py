@@ -4,12 +4,11 @@ its words for them: GPU, or "device" on the cpu backend."""
 from __future__ import annotations
 
 import pytest
-from pilot_helpers import settle
+from pilot_helpers import budget_pane
 
 from engine.session_files import read_snapshot
 from kbtui.app import KernelBrainApp
 from kbtui.formatting import duration
-from kbtui.widgets.budget import BudgetPane
 from kbtui.widgets.status import SessionStatus
 
 pytestmark = pytest.mark.anyio
@@ -18,10 +17,7 @@ pytestmark = pytest.mark.anyio
 async def budget_lines(paths, size) -> list[str]:
     app = KernelBrainApp(paths)
     async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        await pilot.press("4")
-        await pilot.pause()
-        pane = app.query_one(BudgetPane)
+        pane = await budget_pane(app, pilot)
         return str(pane.query_one("Static").content).splitlines()
 
 
@@ -53,10 +49,7 @@ async def budget_pane_and_status_line(paths, size) -> tuple[list[str], str]:
     drawn."""
     app = KernelBrainApp(paths)
     async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        await pilot.press("4")
-        await pilot.pause()
-        pane = app.query_one(BudgetPane)
+        pane = await budget_pane(app, pilot)
         texts = [str(static.content) for static in pane.query("Static")]
         return texts, str(app.query_one(SessionStatus).content)
 

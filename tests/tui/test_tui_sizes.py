@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from pilot_helpers import screen_text, select, settle, wait_until
+from pilot_helpers import budget_pane, screen_text, select, settle, wait_until
 from sim_session import NAME
 
 from engine.session_files import read_snapshot, write_json_atomic
 from kbtui.app import KernelBrainApp
 from kbtui.formatting import MISSING, compact_interval, number, speedup_with_interval
 from kbtui.plot import chart_place
-from kbtui.widgets.budget import BudgetPane
 from kbtui.widgets.queue import COLUMNS, origin_fitter, strategy
 
 pytestmark = pytest.mark.anyio
@@ -162,10 +161,7 @@ async def test_the_budget_chart_fits_its_pane(session, size):
     beside the ledger's first lines at 80x24, below it where the pane has the rows."""
     app = KernelBrainApp(session)
     async with app.run_test(size=size) as pilot:
-        await settle(pilot)
-        await pilot.press("4")
-        await pilot.pause()
-        pane = app.query_one(BudgetPane)
+        pane = await budget_pane(app, pilot)
         assert not pane.show_vertical_scrollbar
         assert pane.virtual_size.height <= pane.scrollable_content_region.height
         lines = screen_text(app)

@@ -33,11 +33,6 @@ def backend():
     local.close()
 
 
-@pytest.fixture(scope="module")
-def softmax():
-    return load_problem("softmax")
-
-
 @pytest.mark.parametrize("name", ["softmax_valid", "softmax_prints"])
 def test_valid_softmax_passes(backend, softmax, name):
     result = backend.check(softmax, source(name))

@@ -3,10 +3,14 @@ sandboxed runners: the project's candidates share one runner, other code never s
 runner with other code, and a runner that a candidate crashed or whose process-wide state it
 changed is replaced before the next candidate, whose verdict it does not touch."""
 
+from dataclasses import replace
 
+from engine.backends.devices import Slot
 from engine.backends.local import runner_owner
-from engine.jobs import EvalJob, RungSpec
-from engine.worker.runner_pool import SHARED
+from engine.compose import create_session, resume_session
+from engine.session.settings import SessionSettings
+from engine.session_files import SessionPaths
+from engine.worker.protocol import SHARED
 from tests.adversarial import softmax as attacks
 
 # Fails every call with the runner's process id in its message (a launch_error, after which a
@@ -102,9 +106,18 @@ def test_a_check_request_leaves_a_runner_that_timing_cannot_use(backend, softmax
     assert runner_of(backend, softmax, "candidate-c", "c", timing=None) == timed
 
 
-def test_only_the_project_code_of_offline_searches_shares_runners():
-    rung = RungSpec(0, ("tiny",), warmup=1, reps=3)
-    project = EvalJob("c1", attacks.VALID, rung, seed=1, project_code=True)
-    llm = EvalJob("c2", attacks.VALID, rung, seed=1)
-    assert runner_owner(project) == SHARED
-    assert runner_owner(llm) == llm.sha256 != SHARED
+def test_only_the_candidates_of_an_offline_search_share_a_runner(tmp_path):
+    """The search marks its jobs: an offline session's candidates are the hint library's code,
+    which shares a runner; an LLM session's share only with their own evaluations."""
+    paths = SessionPaths(tmp_path / "s")
+    create_session(paths, SessionSettings("softmax", "sim", seed=1, limits={"evaluations": 2}))
+    engine = resume_session(paths)
+    engine.run()
+    engine.store.close()
+    search = engine.search
+    c = search.population[0]
+    offline = Slot(c.id, 0, job=search.job_spec(c, 0)).eval_job(c.source)
+    search.settings = replace(search.settings, generator="llm")
+    llm = Slot(c.id, 0, job=search.job_spec(c, 0)).eval_job(c.source)
+    assert runner_owner(offline) == SHARED
+    assert runner_owner(llm) == c.sha256 != SHARED

@@ -13,7 +13,7 @@ allocated), times what the evaluation plane keeps of them, plus what its process
   each of the judge, the runner template and its runner, the compile worker and the timing
   process.
 The reference banks are not counted here: all of a GPU's judges together keep theirs within a
-fixed share (engine.worker.reference_bank), which `capacity` leaves out.
+fixed share (engine.worker.reference_bank), which `memory_given` leaves out.
 """
 
 from __future__ import annotations

@@ -339,7 +339,7 @@ class Evaluation:
             problem = import_module_from(path, "problem")
         except (ProblemError, OSError) as exc:
             raise CandidateRejected("launch_error", f"the problem file failed: {exc}") from exc
-        fresh = self.runner.calibration is None and self.runner.evaluations == 1
+        fresh = self.runner.evaluations == 1  # no candidate has been in it
         if fresh:
             self.probe_sharing()  # before any candidate code is in the runner
         self.runner.wait_ready(self.deadlines["compile"])

@@ -1,8 +1,26 @@
 """The runner's fetch of a timed output at the judge's positions reads only those positions."""
 
+import random
+
 import torch
 
+from engine.runner.positions import RUN_LENGTH, RUNS, fetch_positions
 from engine.runner.session import gather_flat
+from engine.worker.judged_timing import fetch_message
+
+
+def test_the_judge_and_the_runner_draw_the_same_positions_from_the_fetchs_seed():
+    """Only a seed crosses: both sides draw the same sorted, distinct runs of positions within
+    the output, a fresh draw for each fetch; a small output is fetched whole."""
+    rng = random.Random(3)
+    first, second = fetch_message("c1", 10**9, rng), fetch_message("c2", 10**9, rng)
+    assert set(first) == {"op", "tag", "seed", "numel"}
+    drawn = fetch_positions(first["seed"], first["numel"])
+    assert torch.equal(drawn, fetch_positions(first["seed"], first["numel"]))
+    assert RUN_LENGTH * 2 <= drawn.numel() <= RUNS * RUN_LENGTH
+    assert bool((drawn[1:] > drawn[:-1]).all()) and 0 <= int(drawn[0]) < int(drawn[-1]) < 10**9
+    assert not torch.equal(drawn, fetch_positions(second["seed"], second["numel"]))
+    assert fetch_positions(first["seed"], 100).tolist() == list(range(100))
 
 
 def test_positions_are_read_through_the_strides_of_any_layout():

@@ -25,6 +25,7 @@ from .exchange import (
 )
 from .fresh_inputs import InputRotation
 from .guards import guarded_call
+from .positions import fetch_positions
 from .state_audit import StateRecord
 from .timer import Bracket, noop
 
@@ -271,7 +272,7 @@ class RunnerSession:
 
     def op_fetch(self, message: dict) -> dict:
         """The last timed call's outputs at the flat positions the judge picked after it ran."""
-        index = torch.tensor(message["indices"], dtype=torch.int64)
+        index = fetch_positions(int(message["seed"]), int(message["numel"]))
         picked = [
             gather_flat(o, index) if isinstance(o, torch.Tensor) else o
             for o in _outputs(self.last_output)

@@ -34,15 +34,12 @@ from engine.gate.correctness import (
 )
 from engine.gate.precision import gate_tolerance
 from engine.runner.fresh_inputs import InputRotation
+from engine.runner.positions import fetch_positions
 from engine.runner.timer import Bracket, collector_paused, noop
 from engine.worker.failures import classify_reply
 from engine.worker.protocol import TimingPlan
 
 CALIBRATION_REPS = 8
-# Positions of each output checked after a verified repetition: runs of contiguous elements at
-# random starts, so that a fetch touches few pages of a large output and costs what the
-# calibration's fetch cost.
-VERIFIED_RUNS, VERIFIED_RUN_LENGTH = 64, 64
 # A verified repetition's error may exceed the check's tolerance this much (fewer elements).
 SAMPLE_TOLERANCE_FACTOR = 4.0
 # What the judge's clock may see beyond the runner's figures and the calibrated overhead: a share
@@ -128,7 +125,7 @@ class JudgeClock:
                 expected = as_list(self.model(*self.input_sets[set_index]))
         message = self.fetch_message(expected[0].numel())
         reply, wall = self.request(message, "fetching a timed output")
-        index = torch.tensor(message["indices"], dtype=torch.int64)
+        index = fetch_positions(message["seed"], message["numel"])
         shapes = [e.reshape(-1)[index.to(e.device)] for e in expected]
         del expected
         outputs = self.job.read_outputs(reply, shapes)
@@ -295,12 +292,8 @@ class JudgeClock:
 
 
 def fetch_message(tag: str, numel: int, rng: random.Random) -> dict:
-    """Ask for the output at VERIFIED_RUNS random runs of positions (all of a small output)."""
-    if numel <= VERIFIED_RUNS * VERIFIED_RUN_LENGTH:
-        return {"op": "fetch", "tag": tag, "indices": list(range(numel))}
-    starts = rng.sample(range(numel - VERIFIED_RUN_LENGTH + 1), VERIFIED_RUNS)
-    indices = sorted({s + k for s in starts for k in range(VERIFIED_RUN_LENGTH)})
-    return {"op": "fetch", "tag": tag, "indices": indices}
+    """Ask for the output at the positions a fresh seed draws (engine.runner.positions)."""
+    return {"op": "fetch", "tag": tag, "seed": rng.randrange(1 << 62), "numel": numel}
 
 
 def calibrate(runner, deadline_s: float) -> tuple[float, float, float]:

@@ -198,6 +198,15 @@ def test_the_rule_blames_no_one_for_a_crash_that_a_fresh_runner_does_not_repeat(
     assert found.passed
 
 
+def test_timing_that_looks_tampered_is_judged_again_in_a_fresh_runner():
+    """A loaded host's delays look like work moved out of the timed call: the second timing's
+    verdict stands (the adversarial tests' attacks are rejected again, test_judge_adversarial)."""
+    tampered = EvalResult(False, "timing_tampered", "handing over a timed call's output took")
+    assert judged(answers(tampered, EvalResult(True)), answers(), Backoff(first_s=0)).passed
+    again = judged(answers(tampered, tampered, EvalResult(True)), answers(), Backoff(first_s=0))
+    assert again.reason == "timing_tampered"
+
+
 def test_a_machine_fault_is_asked_again_with_backoff_then_reported():
     waits = []
     fault = EvalResult(False, MACHINE_FAULT, "the judge could not start")

@@ -9,6 +9,10 @@ The rule, for one evaluation:
   either's: the candidate is run once more, in a fresh runner. Crashing again, it is the
   candidate's crash only if a known-good request (a fresh runner that loads an empty module)
   then passes; where that fails too, the machine is at fault.
+- `timing_tampered` may be either's too: a host loaded by other work delays a fetch or a call as
+  work moved out of the timed call would (the H200's README search lost its only seed candidate
+  so). The candidate is timed once more, in a fresh runner; the second verdict stands, and a
+  candidate that moves its work moves it again.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ def judged(ask: Callable[[], EvalResult], known_good: Callable[[], EvalResult],
     """The verdict of `ask` (one evaluation in a fresh runner) under the rule above;
     `known_good` asks the known-good request of the same judge."""
     result = backoff.retried(ask)
+    if result.reason == "timing_tampered":
+        return backoff.retried(ask)
     if result.reason != "crash":
         return result
     again = backoff.retried(ask)

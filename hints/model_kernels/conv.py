@@ -1,0 +1,350 @@
+"""Convolutions (hints.model): one implicit-GEMM Triton kernel for 1-D, 2-D and 3-D
+convolutions, plain and transposed (gathered, no atomics), with a fused per-channel epilogue:
+bias, a folded batch norm's scale and shift, a residual, then an activation."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+from hints.model_kernels.common import KB_DOT_PRECISION
+
+_conv_ACTIVATIONS = ("none", "relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
+
+# Below 8 output channels per group (depthwise convolutions) a 16-wide tl.dot tile is mostly
+# padding: the kernel multiplies on CUDA cores instead, with a tile as wide as the group.
+_conv_MIN_DOT_CHANNELS = 8
+_conv_BLOCK_P = 64  # output positions per program
+_conv_DOT_BLOCK_K = 32  # reduction (input channel x tap) per tl.dot step
+_conv_FMA_BLOCK_K = 16
+_conv_MAX_BLOCK_CO = 64
+
+
+@triton.jit
+def _conv_activation(y, ACT: tl.constexpr):
+    """y through the activation named by ACT (one of _conv_ACTIVATIONS)."""
+    if ACT == "relu":
+        y = tl.maximum(y, 0.0)
+    elif ACT == "relu6":
+        y = tl.minimum(tl.maximum(y, 0.0), 6.0)
+    elif ACT == "sigmoid":
+        y = 1.0 / (1.0 + tl.exp(-y))
+    elif ACT == "silu":
+        y = y / (1.0 + tl.exp(-y))
+    elif ACT == "gelu":
+        y = 0.5 * y * (1.0 + tl.math.erf(y * 0.7071067811865476))
+    elif ACT == "tanh":
+        e = tl.exp(-2.0 * tl.abs(y))  # in (0, 1]: no overflow, exact sign
+        t = (1.0 - e) / (1.0 + e)
+        y = tl.where(y < 0, -t, t)
+    return y
+
+
+@triton.jit
+def _conv_tap_input(o, k, IN, STRIDE: tl.constexpr, PAD: tl.constexpr, DIL: tl.constexpr,
+                    TRANSPOSED: tl.constexpr):  # fmt: skip
+    """The input coordinate that output coordinate `o` reads through kernel tap `k` along one
+    dim, and whether it exists (transposed, it gathers: i * STRIDE = o + PAD - k * DIL)."""
+    if TRANSPOSED:
+        t = o + PAD - k * DIL
+        i = t // STRIDE
+        ok = (t >= 0) & (t % STRIDE == 0) & (i < IN)
+    else:
+        i = o * STRIDE - PAD + k * DIL
+        ok = (i >= 0) & (i < IN)
+    return i, ok
+
+
+@triton.jit
+def _conv_kernel(
+    x_ptr, w_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr, out_ptr,
+    D, H, W, OD, OH, OW, CIN_G, COUT_G, G,
+    sxn, sxc, sxd, sxh, sxw,
+    swg, swo, swi, swd, swh, sww,
+    srn, src, srd, srh, srw,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    QSD: tl.constexpr, QSH: tl.constexpr, QSW: tl.constexpr,
+    TD: tl.constexpr, TH: tl.constexpr, TW: tl.constexpr,
+    TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_SCALE: tl.constexpr,
+    HAS_SHIFT: tl.constexpr, HAS_RES: tl.constexpr, ACT: tl.constexpr, DOT: tl.constexpr,
+    PRECISION: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_CO: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """Per (sample, group): out[p, co] = sum_k x[p, k] * w[k, co] over k = (input channel, tap),
+    x gathered on the fly. A program's outputs share one phase (od % QSD, oh % QSH, ow % QSW):
+    a transposed convolution with stride QS reaches them only through every QS-th tap, from the
+    phase's first, so its reduction runs over those TD x TH x TW taps alone."""
+    # This program's (sample, group, phase, block of positions) and output channels.
+    QD, QH, QW = tl.cdiv(OD, QSD), tl.cdiv(OH, QSH), tl.cdiv(OW, QSW)
+    blocks = tl.cdiv(QD * QH * QW, BLOCK_P)
+    pid = tl.program_id(0)
+    rest = pid // blocks
+    phase, ng = rest % (QSD * QSH * QSW), rest // (QSD * QSH * QSW)
+    n, g = ng // G, ng % G
+    pd, ph, pw = phase // (QSH * QSW), (phase // QSW) % QSH, phase % QSW
+    q = (pid % blocks) * BLOCK_P + tl.arange(0, BLOCK_P)
+    od = pd + QSD * (q // (QH * QW))
+    oh = ph + QSH * ((q // QW) % QH)
+    ow = pw + QSW * (q % QW)
+    p_ok = (q < QD * QH * QW) & (od < OD) & (oh < OH) & (ow < OW)
+    co = tl.program_id(1) * BLOCK_CO + tl.arange(0, BLOCK_CO)
+    co_ok = co < COUT_G
+    # The phase's first tap along each dim (0 unless phased).
+    rd, rh, rw = (pd + PD) % QSD, (ph + PH) % QSH, (pw + PW) % QSW
+
+    x_base = x_ptr + n.to(tl.int64) * sxn + (g * CIN_G).to(tl.int64) * sxc
+    w_base = w_ptr + g.to(tl.int64) * swg
+    k_total = CIN_G * TD * TH * TW
+    acc = tl.zeros((BLOCK_P, BLOCK_CO), dtype=tl.float32)
+    for k0 in range(0, k_total, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        ci, j = k // (TD * TH * TW), k % (TD * TH * TW)
+        kd, kh, kw = rd + QSD * (j // (TH * TW)), rh + QSH * ((j // TW) % TH), rw + QSW * (j % TW)
+        k_ok = (k < k_total) & (kd < KD) & (kh < KH) & (kw < KW)
+        idd, d_ok = _conv_tap_input(od[:, None], kd[None, :], D, SD, PD, DD, TRANSPOSED)
+        ih, h_ok = _conv_tap_input(oh[:, None], kh[None, :], H, SH, PH, DH, TRANSPOSED)
+        iw, w_ok = _conv_tap_input(ow[:, None], kw[None, :], W, SW, PW, DW, TRANSPOSED)
+        a_ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
+        a = tl.load(
+            x_base + ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, mask=a_ok, other=0.0
+        )
+        w_tap = ci * swi + kd * swd + kh * swh + kw * sww
+        b = tl.load(
+            w_base + w_tap[:, None] + co[None, :] * swo,
+            mask=k_ok[:, None] & co_ok[None, :],
+            other=0.0,
+        )
+        if DOT:
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        else:
+            acc += tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
+
+    channel = g * COUT_G + co
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + channel, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_SCALE:
+        acc *= tl.load(scale_ptr + channel, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_SHIFT:
+        acc += tl.load(shift_ptr + channel, mask=co_ok, other=0.0).to(tl.float32)[None, :]
+    ok = p_ok[:, None] & co_ok[None, :]
+    if HAS_RES:
+        r_pos = od * srd + oh * srh + ow * srw
+        r_ptrs = res_ptr + n.to(tl.int64) * srn + channel[None, :] * src + r_pos[:, None]
+        acc += tl.load(r_ptrs, mask=ok, other=0.0).to(tl.float32)
+    acc = _conv_activation(acc, ACT)
+    out_row = (n * G * COUT_G + channel).to(tl.int64) * (OD * OH * OW)
+    out_ptrs = out_ptr + out_row[None, :] + ((od * OH + oh) * OW + ow)[:, None]
+    tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def _conv_dims(value, nd, name):
+    """An int or an nd-sequence of ints as a tuple of nd ints."""
+    if isinstance(value, int):
+        return (value,) * nd
+    value = tuple(value)
+    if len(value) == 1:
+        value *= nd
+    if len(value) != nd or not all(isinstance(v, int) for v in value):
+        raise NotImplementedError(f"conv: {name}={value!r} is not an int or {nd} ints")
+    return value
+
+
+def _conv_as_3d(t, nd):
+    """t ([N, C, *nd spatial dims]) viewed as [N, C, D, H, W], unit dims in front."""
+    return t.view(*t.shape[:2], *(1,) * (3 - nd), *t.shape[2:])
+
+
+def _conv_output_size(size, kernel, stride, padding, dilation, output_padding, nd, transposed):
+    """(the output's size, the leading padding) per dim; torch pads "same"'s odd remainder at
+    the end."""
+    stride, dilation = _conv_dims(stride, nd, "stride"), _conv_dims(dilation, nd, "dilation")
+    if transposed:
+        if isinstance(padding, str):
+            raise NotImplementedError(f"conv_transpose: padding={padding!r} is not ints")
+        padding = _conv_dims(padding, nd, "padding")
+        output_padding = _conv_dims(output_padding, nd, "output_padding")
+        dims = zip(size, kernel, stride, padding, dilation, output_padding, strict=True)
+        return [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in dims], padding
+    if padding == "same":
+        if any(s != 1 for s in stride):
+            raise ValueError("conv: padding='same' is not supported for strided convolutions")
+        return list(size), tuple(d * (k - 1) // 2 for k, d in zip(kernel, dilation, strict=True))
+    if padding == "valid":
+        padding = 0
+    elif isinstance(padding, str):
+        raise NotImplementedError(f"conv: padding={padding!r} is not 'same', 'valid' or ints")
+    padding = _conv_dims(padding, nd, "padding")
+    dims = zip(size, kernel, stride, padding, dilation, strict=True)
+    return [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in dims], padding
+
+
+def _conv_tiles(cout_g):
+    """(whether to multiply with tl.dot, BLOCK_CO, BLOCK_K) for cout_g output channels a group."""
+    if cout_g < _conv_MIN_DOT_CHANNELS:
+        return False, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K
+    block_co = min(max(triton.next_power_of_2(cout_g), 16), _conv_MAX_BLOCK_CO)
+    return True, block_co, _conv_DOT_BLOCK_K
+
+
+def _conv_launch(
+    x,
+    weight,
+    bias,
+    nd,
+    stride,
+    padding,
+    dilation,
+    groups,
+    output_padding=None,
+    epilogue=(None, None, None, "none"),
+):
+    """The convolution of x ([N, C, *nd dims] or unbatched [C, *nd dims]) by weight, transposed
+    where output_padding is given, and the epilogue (scale, shift, residual, act) in one launch
+    of _conv_kernel."""
+    scale, shift, residual, act = epilogue
+    if act not in _conv_ACTIVATIONS:
+        raise NotImplementedError(f"conv: activation {act!r} is not one of {_conv_ACTIVATIONS}")
+    unbatched = x.dim() == nd + 1
+    if unbatched:
+        x = x.unsqueeze(0)
+        residual = None if residual is None else residual.unsqueeze(0)
+    if x.dim() != nd + 2 or weight.dim() != nd + 2:
+        raise NotImplementedError(f"conv{nd}d: input of {x.dim()} dims, weight of {weight.dim()}")
+    transposed = output_padding is not None
+    kernel = tuple(weight.shape[2:])
+    out_size, padding = _conv_output_size(
+        x.shape[2:], kernel, stride, padding, dilation, output_padding, nd, transposed
+    )
+    n, c = x.shape[:2]
+    if transposed:  # weight [C_in, C_out / groups, ...]
+        cin_g, cout_g = c // groups, weight.shape[1]
+        w_group, w_out, w_in = cin_g * weight.stride(0), weight.stride(1), weight.stride(0)
+    else:  # weight [C_out, C_in / groups, ...]
+        cin_g, cout_g = weight.shape[1], weight.shape[0] // groups
+        w_group, w_out, w_in = cout_g * weight.stride(0), weight.stride(0), weight.stride(1)
+    if cin_g * groups != c:
+        raise ValueError(f"conv{nd}d: {c} input channels for {groups} groups of {cin_g}")
+    fill = 3 - nd
+    kernel3 = (1,) * fill + kernel
+    stride3 = (1,) * fill + _conv_dims(stride, nd, "stride")
+    dilation3 = (1,) * fill + _conv_dims(dilation, nd, "dilation")
+    # Phases: a transposed convolution's output o meets tap k only where the stride divides
+    # o + pad - k * dilation; with unit dilation those taps are every stride-th, from a first
+    # that the phase o % stride fixes.
+    phase = stride3 if transposed and dilation3 == (1, 1, 1) else (1, 1, 1)
+    taps = [-(-k // q) for k, q in zip(kernel3, phase, strict=True)]
+    out = torch.empty((n, groups * cout_g, *out_size), device=x.device, dtype=x.dtype)
+    out3, x3, w3 = _conv_as_3d(out, nd), _conv_as_3d(x, nd), _conv_as_3d(weight, nd)
+    if residual is not None:
+        residual = _conv_as_3d(residual.expand(out.shape), nd)
+    dot, block_co, block_k = _conv_tiles(cout_g)
+    positions = 1
+    for size, q in zip(out3.shape[2:], phase, strict=True):
+        positions *= -(-size // q)
+    grid = (
+        n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, _conv_BLOCK_P),
+        triton.cdiv(cout_g, block_co),
+    )
+    _conv_kernel[grid](
+        x3, w3, x if bias is None else bias, x if scale is None else scale,
+        x if shift is None else shift, x if residual is None else residual, out3,
+        *x3.shape[2:], *out3.shape[2:], cin_g, cout_g, groups,
+        *x3.stride(), w_group, w_out, w_in, *w3.stride()[2:],
+        *(residual.stride() if residual is not None else (0,) * 5),
+        *kernel3, *stride3, *(0,) * fill + padding, *dilation3, *phase, *taps,
+        TRANSPOSED=transposed, HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
+        HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act, DOT=dot,
+        PRECISION=KB_DOT_PRECISION, BLOCK_P=_conv_BLOCK_P, BLOCK_CO=block_co, BLOCK_K=block_k,
+    )  # fmt: skip
+    return out[0] if unbatched else out
+
+
+def kb_conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv_launch(input, weight, bias, 1, stride, padding, dilation, groups)
+
+
+def kb_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv_launch(input, weight, bias, 2, stride, padding, dilation, groups)
+
+
+def kb_conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv_launch(input, weight, bias, 3, stride, padding, dilation, groups)
+
+
+def kb_conv_transpose1d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    return _conv_launch(input, weight, bias, 1, stride, padding, dilation, groups, output_padding)
+
+
+def kb_conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    return _conv_launch(input, weight, bias, 2, stride, padding, dilation, groups, output_padding)
+
+
+def kb_conv_transpose3d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+):
+    return _conv_launch(input, weight, bias, 3, stride, padding, dilation, groups, output_padding)
+
+
+_conv_TRANSPOSED_MODULES = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
+def _conv_module_launch(module, x, epilogue=(None, None, None, "none"), output_size=None):
+    """A Conv or ConvTranspose module's convolution of x, with the epilogue; output_size picks a
+    transposed one's output_padding, as its forward does."""
+    if module.padding_mode != "zeros":
+        raise NotImplementedError(
+            f"{type(module).__name__}: padding_mode={module.padding_mode!r} (only 'zeros')"
+        )
+    nd = len(module.kernel_size)
+    m, output_padding = module, None
+    if isinstance(m, _conv_TRANSPOSED_MODULES):
+        output_padding = m._output_padding(
+            x, output_size, m.stride, m.padding, m.kernel_size, nd, m.dilation
+        )
+    return _conv_launch(
+        x, m.weight, m.bias, nd, m.stride, m.padding, m.dilation, m.groups, output_padding, epilogue
+    )
+
+
+def kb_conv_fused(x, conv_module, scale=None, shift=None, residual=None, act="none"):
+    """act(conv_module(x) * scale + shift + residual) in one launch: scale and shift per output
+    channel (a batch norm folded in eval mode), residual of the output's shape (or broadcast to
+    it), act one of _conv_ACTIVATIONS. conv_module is an nn.Conv*d or nn.ConvTranspose*d."""
+    return _conv_module_launch(conv_module, x, (scale, shift, residual, act))
+
+
+class KbConv1d(nn.Conv1d):
+    def forward(self, input):
+        return _conv_module_launch(self, input)
+
+
+class KbConv2d(nn.Conv2d):
+    def forward(self, input):
+        return _conv_module_launch(self, input)
+
+
+class KbConv3d(nn.Conv3d):
+    def forward(self, input):
+        return _conv_module_launch(self, input)
+
+
+class KbConvTranspose1d(nn.ConvTranspose1d):
+    def forward(self, input, output_size=None):
+        return _conv_module_launch(self, input, output_size=output_size)
+
+
+class KbConvTranspose2d(nn.ConvTranspose2d):
+    def forward(self, input, output_size=None):
+        return _conv_module_launch(self, input, output_size=output_size)
+
+
+class KbConvTranspose3d(nn.ConvTranspose3d):
+    def forward(self, input, output_size=None):
+        return _conv_module_launch(self, input, output_size=output_size)

@@ -1,0 +1,307 @@
+"""Recurrent layers (nn.RNN, nn.LSTM, nn.GRU) as Triton kernels: per layer, one tiled product
+projects the input of every time step (both directions in one launch), then one launch per time
+step multiplies the previous hidden state by W_hh and applies the gate math fused, writing h
+straight into the layer's output (and c into c_n)."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+from hints.model_kernels.common import KB_DOT_PRECISION
+
+# Gate rows per hidden unit in W_ih / W_hh, by nn.RNNBase.mode.
+_recurrent_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+# The step kernel's MODE constexpr, by nn.RNNBase.mode.
+_recurrent_MODE = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}
+# Tiles of the input projection (a GEMM of T*B rows) and of the step kernel (tl.dot needs >= 16).
+_recurrent_PROJECTION_TILE = 64
+_recurrent_STEP_TILE = 16
+_recurrent_STEP_MAX_K = 128
+
+
+@triton.jit
+def _recurrent_pick(direction, forward_ptr, backward_ptr):
+    """The forward direction's pointer for direction 0, the backward one's for direction 1."""
+    ptr = forward_ptr
+    if direction == 1:
+        ptr = backward_ptr
+    return ptr
+
+
+@triton.jit
+def _recurrent_tanh(x):
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def _recurrent_input_projection_kernel(
+    x_ptr, x_st, x_sb, x_sk,
+    w_fwd, w_bwd, b_ih_fwd, b_ih_bwd, b_hh_fwd, b_hh_bwd,
+    gx_ptr, M, B, N, K, FOLDED_HH,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """gx[d, t*B + b, n] = x[t, b] . W_ih[d][n] + b_ih[d][n] (+ b_hh[d][n] for n < FOLDED_HH,
+    the hidden biases that add straight to a gate): every time step at once."""
+    pid_m, pid_n, d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    w_ptr = _recurrent_pick(d, w_fwd, w_bwd)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok, col_ok = rows < M, cols < N
+    x_rows = x_ptr + (rows // B) * x_st + (rows % B) * x_sb
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        x = tl.load(x_rows[:, None] + ks[None, :] * x_sk, row_ok[:, None] & k_ok[None, :], 0.0)
+        w = tl.load(w_ptr + cols[None, :] * K + ks[:, None], k_ok[:, None] & col_ok[None, :], 0.0)
+        acc += tl.dot(x, w, input_precision=PRECISION)
+    if HAS_BIAS:
+        acc += tl.load(_recurrent_pick(d, b_ih_fwd, b_ih_bwd) + cols, col_ok, 0.0)[None, :]
+        folded = col_ok & (cols < FOLDED_HH)
+        acc += tl.load(_recurrent_pick(d, b_hh_fwd, b_hh_bwd) + cols, folded, 0.0)[None, :]
+    out = gx_ptr + d * M * N + rows[:, None] * N + cols[None, :]
+    tl.store(out, acc.to(gx_ptr.dtype.element_ty), row_ok[:, None] & col_ok[None, :])
+
+
+@triton.jit
+def _recurrent_product(acc, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+    """acc + h_prev . W^T for a tile, fp32: h_rows points at each batch row of h_prev, w_rows at
+    each W_hh row of the tile's units (rows of H contiguous values)."""
+    for k0 in range(0, H, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < H
+        h = tl.load(h_rows[:, None] + ks[None, :], k_ok[None, :], 0.0)
+        w = tl.load(w_rows[None, :] + ks[:, None], k_ok[:, None], 0.0)
+        acc = tl.dot(h.to(tl.float32), w.to(tl.float32), acc, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
+def _recurrent_gate(gx, gate, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
+    """One gate's pre-activation for a tile: its projected input plus its hidden product."""
+    acc = tl.load(gx + gate * H).to(tl.float32)
+    return _recurrent_product(acc, h_rows, w_rows + gate * H * H, H, BLOCK_K, PRECISION)
+
+
+@triton.jit
+def _recurrent_lstm_cell(
+    gx, h_rows, w_rows, c_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
+):
+    """LSTM (gates i, f, g, o): c = f * c_prev + i * g, h = o * tanh(c); returns (h, c)."""
+    i = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    f = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    g = _recurrent_tanh(_recurrent_gate(gx, 2, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    o = tl.sigmoid(_recurrent_gate(gx, 3, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    c = f * c_prev + i * g
+    return o * _recurrent_tanh(c), c
+
+
+@triton.jit
+def _recurrent_gru_cell(
+    gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
+):
+    """GRU (gates r, z, n): n = tanh(x_n + r * (W_hn h + b_hn)), h = (1 - z) * n + z * h_prev;
+    bias_n is b_hn broadcast over the tile (zeros without bias)."""
+    r = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    z = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    hidden_n = _recurrent_product(bias_n, h_rows, w_rows + 2 * H * H, H, BLOCK_K, PRECISION)
+    n = _recurrent_tanh(tl.load(gx + 2 * H).to(tl.float32) + r * hidden_n)
+    return (1.0 - z) * n + z * h_prev
+
+
+@triton.jit(do_not_specialize=["step"])
+def _recurrent_step_kernel(
+    gx_ptr, gx_sb, w_fwd, w_bwd, b_hh_fwd, b_hh_bwd,
+    out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c_prev_ptr, cn_ptr,
+    step, T, B, H,
+    MODE: tl.constexpr, FIRST: tl.constexpr, HAS_BIAS: tl.constexpr,
+    BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+    PRECISION: tl.constexpr,
+):  # fmt: skip
+    """One time step of one layer for a (batch, hidden) tile (axes 0 and 1), both directions
+    (axis 2): direction d is at time t = step (forward) or T - 1 - step (backward). h_prev is h0
+    at the first step, else the output row written one step before; h goes into out[t] and h_n,
+    c into c_n. MODE: 0 tanh RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c_prev and c_n are
+    contiguous (D, B, H); gx is (D, T, B, gates * H)."""
+    pid_h, pid_b, d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    t = step + d * (T - 1 - 2 * step)
+    units = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    batch = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
+    ok = (batch < B)[:, None] & (units < H)[None, :]
+    # Clamped indices: every load stays in bounds unmasked; the stores drop the extra rows.
+    units, batch = tl.minimum(units, H - 1), tl.minimum(batch, B - 1)
+    if FIRST:
+        h_rows = h0_ptr + d * B * H + batch * H
+    else:
+        h_rows = out_ptr + (t - 1 + 2 * d) * out_st + d * H + batch * out_sb
+    gx = gx_ptr + (d * T + t) * B * gx_sb + batch[:, None] * gx_sb + units[None, :]
+    w_rows = _recurrent_pick(d, w_fwd, w_bwd) + units * H
+    state = d * B * H + batch[:, None] * H + units[None, :]
+    if MODE == 2:
+        c_prev = tl.load(c_prev_ptr + state).to(tl.float32)
+        h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, c_prev, H, BLOCK_K, PRECISION)
+        tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
+    elif MODE == 3:
+        bias_n = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)
+        if HAS_BIAS:
+            bias_n += tl.load(_recurrent_pick(d, b_hh_fwd, b_hh_bwd) + 2 * H + units)[None, :]
+        h_prev = tl.load(h_rows[:, None] + units[None, :]).to(tl.float32)
+        h = _recurrent_gru_cell(gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K, PRECISION)
+    else:
+        pre = _recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION)
+        h = tl.maximum(pre, 0.0) if MODE == 1 else _recurrent_tanh(pre)
+    out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
+    tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
+    tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
+
+
+def _recurrent_block(size: int, largest: int) -> int:
+    """A power-of-two tile edge for `size`: at least 16 (tl.dot's least), at most `largest`."""
+    return min(largest, max(16, triton.next_power_of_2(size)))
+
+
+def _recurrent_check_supported(module: nn.RNNBase, input) -> None:
+    if not isinstance(input, torch.Tensor):
+        raise NotImplementedError(f"{type(module).__name__}: only tensor input (no PackedSequence)")
+    if module.proj_size:
+        raise NotImplementedError(f"{type(module).__name__}: proj_size > 0 is not supported")
+    if module.training and module.dropout > 0 and module.num_layers > 1:
+        raise NotImplementedError(
+            f"{type(module).__name__}: dropout between layers in training mode is not supported "
+            "(call .eval())"
+        )
+    if input.dim() not in (2, 3):
+        raise ValueError(
+            f"{type(module).__name__}: Expected input to be 2D or 3D, got {input.dim()}D instead"
+        )
+
+
+def _recurrent_initial_states(module: nn.RNNBase, input, hx, batched: bool) -> tuple:
+    """h0 (and c0 for an LSTM) as contiguous (layers * directions, batch, hidden) tensors, zeros
+    where hx is None, checked as torch checks them; `input` is already 3-D."""
+    is_lstm = module.mode == "LSTM"
+    if hx is None:
+        directions = 2 if module.bidirectional else 1
+        batch = input.size(0 if module.batch_first else 1)
+        zeros = input.new_zeros(module.num_layers * directions, batch, module.hidden_size)
+        states = (zeros, zeros) if is_lstm else (zeros,)
+    else:
+        states = tuple(hx) if is_lstm else (hx,)
+        expected = 3 if batched else 2
+        if any(state.dim() != expected for state in states):
+            form = "batched 3-D" if batched else "unbatched 2-D"
+            dims = ", ".join(f"{state.dim()}-D" for state in states)
+            raise RuntimeError(f"For {form} input, hx should also be {expected}-D but got {dims}")
+        if not batched:
+            states = tuple(state.unsqueeze(1) for state in states)
+    module.check_forward_args(input, states if is_lstm else states[0], None)
+    return tuple(state.contiguous() for state in states)
+
+
+def _recurrent_layer_params(module: nn.RNNBase, layer: int) -> dict:
+    """Each parameter of a layer (w_ih, w_hh, b_ih, b_hh) as a (forward, backward) pair of
+    contiguous tensors; a one-direction layer repeats its own, a layer without bias gets None."""
+    suffixes = ("", "_reverse") if module.bidirectional else ("", "")
+    params = {}
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+        if name.startswith("bias") and not module.bias:
+            params[name] = None
+            continue
+        params[name] = tuple(getattr(module, f"{name}_l{layer}{s}").contiguous() for s in suffixes)
+    return params
+
+
+def _recurrent_project(x, params: dict, folded_hh: int, directions: int):
+    """The input projection of every time step of a layer, (directions, T, B, gates * H) fp32;
+    x is (T, B, features), any strides."""
+    T, B, K = x.shape
+    w_fwd, w_bwd = params["weight_ih"]
+    N, M = w_fwd.shape[0], T * B
+    gx = torch.empty((directions, T, B, N), device=x.device, dtype=torch.float32)
+    biases = params["bias_ih"] + params["bias_hh"] if params["bias_ih"] else (w_fwd,) * 4
+    block_m = _recurrent_block(M, _recurrent_PROJECTION_TILE)
+    block_n = _recurrent_block(N, _recurrent_PROJECTION_TILE)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n), directions)
+    _recurrent_input_projection_kernel[grid](
+        x, x.stride(0), x.stride(1), x.stride(2), w_fwd, w_bwd, *biases,
+        gx, M, B, N, K, folded_hh,
+        HAS_BIAS=params["bias_ih"] is not None, BLOCK_M=block_m, BLOCK_N=block_n,
+        BLOCK_K=_recurrent_block(K, 32), PRECISION=KB_DOT_PRECISION,
+    )  # fmt: skip
+    return gx
+
+
+def _recurrent_run_layer(module, x, out, params: dict, h0, hn, c0, cn) -> None:
+    """One layer over the whole sequence: project x, then one launch per time step. out is the
+    layer's (T, B, directions * H) output (any strides, unit feature stride); h0, hn (and c0, cn
+    for an LSTM) are the layer's contiguous (directions, B, H) slices."""
+    T, B = x.shape[0], x.shape[1]
+    H, directions = module.hidden_size, 2 if module.bidirectional else 1
+    gates = _recurrent_GATES[module.mode]
+    folded_hh = 2 * H if module.mode == "GRU" else gates * H
+    gx = _recurrent_project(x, params, folded_hh, directions)
+    b_hh = params["bias_hh"] or params["weight_hh"]
+    block_b = _recurrent_block(B, 64)
+    grid = (triton.cdiv(H, _recurrent_STEP_TILE), triton.cdiv(B, block_b), directions)
+    c0, cn = (c0, cn) if cn is not None else (hn, hn)
+    for step in range(T):
+        _recurrent_step_kernel[grid](
+            gx, gates * H, *params["weight_hh"], *b_hh,
+            out, out.stride(0), out.stride(1), h0, hn, c0 if step == 0 else cn, cn,
+            step, T, B, H,
+            MODE=_recurrent_MODE[module.mode], FIRST=step == 0, HAS_BIAS=module.bias,
+            BLOCK_B=block_b, BLOCK_H=_recurrent_STEP_TILE,
+            BLOCK_K=_recurrent_block(H, _recurrent_STEP_MAX_K), PRECISION=KB_DOT_PRECISION,
+        )  # fmt: skip
+
+
+def _recurrent_forward(module: nn.RNNBase, input, hx):
+    """What nn.RNN / nn.LSTM / nn.GRU's forward returns, computed by the kernels above."""
+    _recurrent_check_supported(module, input)
+    batched = input.dim() == 3
+    if not batched:
+        input = input.unsqueeze(0 if module.batch_first else 1)
+    states = _recurrent_initial_states(module, input, hx, batched)
+    x = input.transpose(0, 1) if module.batch_first else input
+    T, B = x.shape[0], x.shape[1]
+    H, directions = module.hidden_size, 2 if module.bidirectional else 1
+    shape = (B, T, directions * H) if module.batch_first else (T, B, directions * H)
+    output = input.new_empty(shape)
+    final = output.transpose(0, 1) if module.batch_first else output
+    finals = tuple(torch.empty_like(state) for state in states)
+    for layer in range(module.num_layers):
+        last = layer == module.num_layers - 1
+        out = final if last else x.new_empty((T, B, directions * H))
+        rows = slice(layer * directions, (layer + 1) * directions)
+        h0, c0 = states[0][rows], states[-1][rows]
+        cn = finals[1][rows] if module.mode == "LSTM" else None
+        hn = finals[0][rows]
+        _recurrent_run_layer(module, x, out, _recurrent_layer_params(module, layer), h0, hn, c0, cn)
+        x = out
+    if not batched:
+        output = output.squeeze(0 if module.batch_first else 1)
+        finals = tuple(state.squeeze(1) for state in finals)
+    return output, (finals if module.mode == "LSTM" else finals[0])
+
+
+class KbRNN(nn.RNN):
+    """nn.RNN (tanh or relu) through the recurrent kernels."""
+
+    def forward(self, input, hx=None):
+        return _recurrent_forward(self, input, hx)
+
+
+class KbLSTM(nn.LSTM):
+    """nn.LSTM through the recurrent kernels."""
+
+    def forward(self, input, hx=None):
+        return _recurrent_forward(self, input, hx)
+
+
+class KbGRU(nn.GRU):
+    """nn.GRU through the recurrent kernels."""
+
+    def forward(self, input, hx=None):
+        return _recurrent_forward(self, input, hx)

@@ -1,8 +1,8 @@
 """Machine faults recorded against candidates in a finished bench (issue 30's
 env_failures_charged): every candidate of the bench's sessions rejected for a reason that a fault
-of the machine can pass for (a crash, a timeout, memory, a launch error) is checked again alone,
-on the machine now idle, with `kernelbrain check`; one that passes there was charged for the
-machine's fault.
+of the machine can pass for (a crash, a timeout, memory, a launch error, timings that a loaded
+host delayed) is checked again alone, on the machine now idle, with `kernelbrain check`; one that
+passes there was charged for the machine's fault.
 
     python -m engine.benchmarks.env_failures BENCH_OUT [--backend cuda] [--json FILE]
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 # Rejections a machine under load can cause, the likeliest first; the others judge what the
 # candidate computed.
-FAULT_LIKE = ("crash", "out_of_memory", "timeout", "illegal_memory_access", "launch_error",
-              "compile_error")  # fmt: skip
+FAULT_LIKE = ("crash", "out_of_memory", "timeout", "timing_tampered", "illegal_memory_access",
+              "launch_error", "compile_error")  # fmt: skip
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

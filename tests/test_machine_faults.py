@@ -201,9 +201,15 @@ def test_the_rule_blames_no_one_for_a_crash_that_a_fresh_runner_does_not_repeat(
 def test_timing_that_looks_tampered_is_judged_again_in_a_fresh_runner():
     """A loaded host's delays look like work moved out of the timed call: the second timing's
     verdict stands (the adversarial tests' attacks are rejected again, test_judge_adversarial)."""
-    tampered = EvalResult(False, "timing_tampered", "handing over a timed call's output took")
-    assert judged(answers(tampered, EvalResult(True)), answers(), Backoff(first_s=0)).passed
-    again = judged(answers(tampered, tampered, EvalResult(True)), answers(), Backoff(first_s=0))
+    def tampered() -> EvalResult:
+        message = "handing over a timed call's output took 2.65 ms more than a no-op's"
+        return EvalResult(False, "timing_tampered", message, gpu_seconds={"time": 1.5})
+
+    passed = EvalResult(True, gpu_seconds={"time": 2.0, "check": 0.5})
+    found = judged(answers(tampered(), passed), answers(), Backoff(first_s=0))
+    assert found.passed and found.gpu_seconds == {"time": 3.5, "check": 0.5}  # both are charged
+    assert found.message == f"timed again in a fresh runner after: {tampered().message}"
+    again = judged(answers(tampered(), tampered(), passed), answers(), Backoff(first_s=0))
     assert again.reason == "timing_tampered"
 
 

@@ -421,7 +421,8 @@ class Search:
         self.event(
             write,
             "evaluated",
-            f"{c.id} at rung {rung}: {speedup:.3f}x [{low:.3f}, {high:.3f}], cv {cv:.3f}",
+            f"{c.id} at rung {rung}: {speedup:.3f}x [{low:.3f}, {high:.3f}], cv {cv:.3f}"
+            + (f" ({result.message})" if result.message else ""),
             c.id,
         )
         self.prune(write, rung)

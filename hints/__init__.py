@@ -1,4 +1,17 @@
-"""The expert hint library: one module per operator family, each exporting FAMILY."""
+"""The expert hint library: one module per operator family, each exporting FAMILY.
+
+Its modules are of three kinds, and tests/test_import_hygiene.py holds them to it:
+- core: hints.base (the library's types) and the hints.core package (what families build on:
+  call arguments, Triton expressions, the traced dataflow, operand loads, bindings to the
+  reference's names, fused epilogues, the shared GEMM templates, merging modules). Core imports
+  core only, never a family.
+- families: the modules FAMILY_MODULES names, and each family's helpers (FAMILY_HELPERS): a
+  family imports core, its own helpers and this package (the registry), never another family
+  or another family's helper. A family that composes others (staged) finds them at run time
+  through families().
+- this package: the registry, which imports core only.
+No chain of imports among these modules closes a cycle.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +35,14 @@ FAMILY_MODULES = (
     "channel_norm",
     "staged",  # a fallback: tried when no other family recognises the problem whole
 )
+# Modules (or packages) that belong to one family: only that family imports them.
+FAMILY_HELPERS = {
+    "conv_gemm": "conv",
+    "conv_geometry": "conv",
+    "conv_templates": "conv",
+    "stages": "staged",
+    "model_kernels": "model",
+}
 
 
 def families() -> list[Family]:

@@ -6,10 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hints.base import H200_SHARED_BYTES, Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.elementwise import is_tensor
-from hints.matmul import MODEL, PRECISION_NOTE, TILED_TEMPLATE
-from hints.matmul import tile_params as matmul_tiles
+from hints.core.binding import bind
+from hints.core.calls import is_tensor
+from hints.core.gemm import (
+    DOT_DTYPES,
+    MODEL,
+    NO_EPILOGUE,
+    PRECISION_NOTE,
+    PRECISIONS,
+    TILED_TEMPLATE,
+    tile_params,
+)
 
 SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 SDPA_DEFAULTS = {
@@ -19,8 +26,6 @@ SDPA_DEFAULTS = {
     "scale": None,
     "enable_gqa": False,
 }
-FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-PRECISIONS = ("ieee", "tf32x3", "tf32")  # for fp32 inputs; fp16/bf16 always use tensor cores
 # The flash kernel's widths of a head-dim chunk: wider heads are cut into chunks of these.
 FLASH_HEAD_BLOCKS = (64, 128, 256)
 
@@ -36,7 +41,7 @@ def attention_call(call) -> dict | None:
     if values["attn_mask"] is not None or values["dropout_p"] or values["enable_gqa"]:
         return None
     scale = values["scale"]
-    if q[2] not in FLOAT_DTYPES or not isinstance(values["is_causal"], bool):
+    if q[2] not in DOT_DTYPES or not isinstance(values["is_causal"], bool):
         return None
     if scale is not None and not isinstance(scale, (int, float)):
         return None
@@ -230,7 +235,7 @@ def attention(q, k, v):
     + MODEL
 )
 
-# The staged strategy's row softmax, and its three launches: matmul's batched product() twice.
+# The staged strategy's row softmax, and its three launches: the GEMM's batched product() twice.
 STAGED_SOFTMAX = '''
 LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x * log2(e))
 
@@ -353,8 +358,8 @@ class FlashStrategy(Strategy):
 
 
 def plain_epilogue(match: Match) -> dict:
-    """matmul's GEMM templates with nothing fused after the product."""
-    return {"epilogue": "acc", "epilogue_statements": "", "epilogue_params": ""}
+    """The GEMM templates with nothing fused after the product."""
+    return dict(NO_EPILOGUE)
 
 
 FAMILY = Family(
@@ -402,7 +407,7 @@ FAMILY = Family(
                 "through memory costs far less than flash's recomputation." + PRECISION_NOTE
             ),
             template=STAGED_TEMPLATE,
-            params=(*matmul_tiles(), Param("SOFTMAX_BLOCK", (512, 1024, 2048, 4096), 2048)),
+            params=(*tile_params(), Param("SOFTMAX_BLOCK", (512, 1024, 2048, 4096), 2048)),
             applies_to=wide_fp32_heads,
             substitutions=plain_epilogue,
         ),

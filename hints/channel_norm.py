@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from hints import dataflow
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind, on_meta
-from hints.dataflow import Ref
-from hints.reductions import argument
+from hints.core import dataflow
+from hints.core.binding import bind, on_meta
+from hints.core.calls import argument
+from hints.core.dataflow import Ref
 
 # op -> (position, name) of its tensor arguments (weight, bias, then the running statistics),
 # of its batch-statistics flag, and of its momentum and eps; None where the op has none.

@@ -4,9 +4,9 @@ the one before (a depthwise one then a pointwise one), ending in an elementwise 
 
 from __future__ import annotations
 
-from hints.binding import bind
-from hints.elementwise import is_tensor
-from hints.epilogue import fused_tail
+from hints.core.binding import bind
+from hints.core.calls import is_tensor
+from hints.core.epilogue import fused_tail
 
 CONV_OPS = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
 TRANSPOSED_OPS = {"conv_transpose1d": 1, "conv_transpose2d": 2, "conv_transpose3d": 3}
@@ -102,7 +102,7 @@ def conv_geometry(call) -> dict | None:
 
 def match_chain(problem) -> dict | None:
     """Facts for convolutions chained from the first traced call, then an elementwise tail
-    (hints.epilogue) on the last one's result.
+    (hints.core.epilogue) on the last one's result.
 
     None unless every size traces the same chain: the same geometries and epilogue."""
     chains, sizes = set(), []

@@ -5,11 +5,11 @@ chunks) and one gathered load of the target logit; a small kernel reduces the ro
 
 from __future__ import annotations
 
-from hints import dataflow
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.dataflow import Ref
-from hints.reductions import argument
+from hints.core import dataflow
+from hints.core.binding import bind
+from hints.core.calls import argument
+from hints.core.dataflow import Ref
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 REDUCTIONS = ("mean", "sum", "none")

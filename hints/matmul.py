@@ -7,16 +7,23 @@ from __future__ import annotations
 import math
 
 from hints.base import H200_SMS, Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.elementwise import epilogue_expression, is_tensor
-from hints.epilogue import fused_tail
-from hints.reductions import argument
+from hints.core.binding import bind
+from hints.core.calls import argument, is_tensor
+from hints.core.epilogue import fused_tail
+from hints.core.expressions import epilogue_expression
+from hints.core.gemm import (
+    DOT_DTYPES,
+    HEADER,
+    MODEL,
+    OPERANDS,
+    PRECISION_NOTE,
+    TILED_TEMPLATE,
+    tile_params,
+)
 
 PRODUCT_OPS = ("linear", "matmul", "mm", "bmm", "addmm", "einsum")
-FLOAT_DTYPES = ("float32", "float16", "bfloat16")
 # A product with a side of 1 is a matrix-vector product: the matvec family's bandwidth kernels.
 MIN_SIDE = 2
-PRECISIONS = ("ieee", "tf32x3", "tf32")  # strict fp32, near-fp32 on tensor cores, plain tf32
 # triu/tril after the product: which (row, col) of each output matrix keep their value.
 TRIANGLES = {"triu": ">=", "tril": "<="}
 
@@ -118,7 +125,7 @@ def triangle_epilogue(op: str, calls) -> str | None:
 
 def match(problem) -> Match | None:
     """A product as the first traced call, the rest an elementwise tail on its result
-    (hints.epilogue) or a chain ending in triu or tril."""
+    (hints.core.epilogue) or a chain ending in triu or tril."""
     shapes, triangles = [], []
     for size in problem.sizes:
         calls = problem.calls.get(size.label, [])
@@ -126,7 +133,7 @@ def match(problem) -> Match | None:
             return None
         shape = product_shape(calls[0])
         dtypes = {t[2] for t in tensor_args(calls[0])}
-        if shape is None or min(shape[1], shape[2]) < MIN_SIDE or not dtypes <= set(FLOAT_DTYPES):
+        if shape is None or min(shape[1], shape[2]) < MIN_SIDE or not dtypes <= set(DOT_DTYPES):
             return None
         if len(dtypes) != 1:
             return None
@@ -169,139 +176,6 @@ def few_output_tiles(match: Match) -> bool:
         for tier, batch, m, n, k in match.facts["shapes"]
     )
 
-
-HEADER = '''import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     GROUP_M: tl.constexpr):
-    # Grouped ordering: GROUP_M row-tiles share each column of B while it sits in L2.
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * num_n
-    first_m = (tile // per_group) * GROUP_M
-    rows = min(num_m - first_m, GROUP_M)
-    pid_m = first_m + (tile % per_group) % rows
-    pid_n = (tile % per_group) // rows
-    return pid_m, pid_n
-
-
-@triton.jit
-def tile_product(a_ptr, b_ptr, M, N, K, k_start, k_end, pid_m, pid_n, batch,
-                 stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """fp32 accumulator of A[rows, k_start:k_end] @ B[k_start:k_end, cols]."""
-    # Rows and columns past the edge wrap around: loads stay legal, stores are masked.
-    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = k_start + tl.arange(0, BLOCK_K)
-    a_ptrs = (a_ptr + batch.to(tl.int64) * stride_ab + rows.to(tl.int64)[:, None] * stride_am
-              + offs_k[None, :].to(tl.int64) * stride_ak)
-    b_ptrs = (b_ptr + batch.to(tl.int64) * stride_bb + offs_k[:, None].to(tl.int64) * stride_bk
-              + cols.to(tl.int64)[None, :] * stride_bn)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(k_start, k_end, BLOCK_K):
-        in_k = offs_k < k_end - (k - k_start)
-        a = tl.load(a_ptrs, mask=in_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=in_k[:, None], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision="$precision")
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    return acc
-
-
-@triton.jit
-def epilogue(acc, rows, cols, N$epilogue_params):
-    """The reference's elementwise tail on an output tile (rows, cols: its indices)."""
-$epilogue_statements
-    return $epilogue
-
-
-@triton.jit
-def finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
-                HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
-                $epilogue_params):
-    """Bias, the fused epilogue, and a masked store in the output's dtype."""
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
-    acc = epilogue(acc, rows, cols, N$epilogue_params)
-    c_ptrs = (c_ptr + batch.to(tl.int64) * stride_cb + rows.to(tl.int64)[:, None] * stride_cm
-              + cols[None, :] * stride_cn)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
-
-'''
-
-OPERANDS = '''
-
-def operands(a, b):
-    """Views as [batch, M, K] and [batch, K, N] (a shared operand gets batch stride 0). An fp32 B
-    on tensor cores is read K-major (a transposed copy where it is not): Hopper's TF32 products
-    read both operands K-major, and from an N-major B the kernel ran 2 to 3 times slower (4096^3
-    on the H200: TF32 1.67 -> 0.53 ms, tf32x3 3.60 -> 1.49 ms; the copy takes 0.13 ms)."""
-    batched = a.dim() == 3 or b.dim() == 3
-    if "$precision" != "ieee" and b.dtype == torch.float32 and b.stride(-2) != 1:
-        b = b.mT.contiguous().mT
-    a3 = a if a.dim() == 3 else a.unsqueeze(0)
-    b3 = b if b.dim() == 3 else b.unsqueeze(0)
-    batch = max(a3.shape[0], b3.shape[0])
-    a3, b3 = a3.expand(batch, -1, -1), b3.expand(batch, -1, -1)
-    out = torch.empty((batch, a3.shape[1], b3.shape[2]), device=a.device, dtype=a.dtype)
-    return a3, b3, out, batched
-
-
-def strides(*tensors):
-    return [s for t in tensors for s in t.stride()]
-
-'''
-
-MODEL = """
-
-class ModelNew(nn.Module):
-$init_source
-    def forward($forward_params):
-        return $forward_body
-"""
-
-TILED_TEMPLATE = (
-    HEADER
-    + """
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,
-                  stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                  stride_cb, stride_cm, stride_cn, HAS_BIAS: tl.constexpr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr$epilogue_params):
-    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    batch = tl.program_id(1)
-    acc = tile_product(a_ptr, b_ptr, M, N, K, 0, K, pid_m, pid_n, batch,
-                       stride_ab, stride_am, stride_ak, stride_bb, stride_bk, stride_bn,
-                       BLOCK_M, BLOCK_N, BLOCK_K)
-    finish_tile(acc, bias_ptr, c_ptr, M, N, pid_m, pid_n, batch, stride_cb, stride_cm, stride_cn,
-                HAS_BIAS, BLOCK_M, BLOCK_N$epilogue_params)
-"""
-    + OPERANDS
-    + """
-def product(a, b, bias, *epilogue_operands):
-    a3, b3, out, batched = operands(a, b)
-    epilogue_ptrs = {f"e{k}_ptr": t.contiguous() for k, t in enumerate(epilogue_operands)}
-    batch, M, K = a3.shape
-    N = b3.shape[2]
-    grid = (triton.cdiv(M, $BLOCK_M) * triton.cdiv(N, $BLOCK_N), batch)
-    matmul_kernel[grid](
-        a3, b3, bias if bias is not None else out, out, M, N, K, *strides(a3, b3, out),
-        HAS_BIAS=bias is not None, BLOCK_M=$BLOCK_M, BLOCK_N=$BLOCK_N, BLOCK_K=$BLOCK_K,
-        GROUP_M=$GROUP_M, num_warps=$num_warps, num_stages=$num_stages, **epilogue_ptrs,
-    )
-    return out if batched else out[0]
-"""
-    + MODEL
-)
 
 SPLIT_K_TEMPLATE = (
     HEADER
@@ -411,24 +285,6 @@ def product(a, b, bias, *epilogue_operands):
     + MODEL
 )
 
-
-def tile_params(block_m=128, block_n=128, block_k=32, warps=8, stages=3) -> tuple[Param, ...]:
-    return (
-        Param("BLOCK_M", (32, 64, 128, 256), block_m, tile=True),
-        Param("BLOCK_N", (32, 64, 128, 256), block_n, tile=True),
-        Param("BLOCK_K", (16, 32, 64, 128), block_k, tile=True),
-        Param("GROUP_M", (1, 4, 8, 16), 8),
-        Param("num_warps", (2, 4, 8), warps),
-        Param("num_stages", (2, 3, 4, 5), stages),
-        Param("precision", PRECISIONS, "ieee"),
-    )
-
-
-PRECISION_NOTE = (
-    " fp32 operands go through tl.dot with input_precision: ieee (strict fp32, FMA units), "
-    "tf32x3 (three TF32 tensor-core products, near-fp32 error) or tf32 (fastest, ~1e-3 "
-    "relative error: a result that names it); fp16/bf16 operands always use tensor cores."
-)
 
 FAMILY = Family(
     name="matmul",

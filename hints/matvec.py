@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from hints.base import H200_SMS, Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.elementwise import FLOAT_DTYPES, is_tensor
+from hints.core.binding import bind
+from hints.core.calls import is_tensor
+from hints.core.expressions import FLOAT_DTYPES
 
 PRODUCTS = frozenset("matmul mm mv linear".split())
 

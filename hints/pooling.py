@@ -4,10 +4,9 @@ count_include_pad, divisor_override), each seen as (N*C, D, H, W) with size-1 di
 from __future__ import annotations
 
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.dataflow import trace_graph
-from hints.elementwise import is_tensor
-from hints.reductions import argument
+from hints.core.binding import bind
+from hints.core.calls import argument, is_tensor
+from hints.core.dataflow import trace_graph
 
 POOL_OPS = {f"{kind}_pool{n}d": (kind, n) for kind in ("max", "avg") for n in (1, 2, 3)}
 # The facts that may differ between the ladder's sizes: a window given to the constructor can

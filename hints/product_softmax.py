@@ -5,12 +5,12 @@ row statistics come from the tiles themselves, so the product's result is read b
 
 from __future__ import annotations
 
-from hints import dataflow
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.dataflow import Ref
-from hints.matmul import FLOAT_DTYPES, HEADER, PRECISION_NOTE, PRECISIONS
-from hints.reductions import argument
+from hints.core import dataflow
+from hints.core.binding import bind
+from hints.core.calls import argument
+from hints.core.dataflow import Ref
+from hints.core.gemm import DOT_DTYPES, HEADER, NO_EPILOGUE, PRECISION_NOTE, PRECISIONS
 
 PRODUCTS = ("linear", "matmul", "mm")
 ROW_OPS = ("softmax", "log_softmax")
@@ -31,7 +31,7 @@ def product_operands(graph, node) -> tuple | None:
     exprs = [graph.leaves[r.index][0] for r in refs]
     shapes = [graph.leaves[r.index][1] for r in refs]
     dtypes = {graph.leaves[r.index][2] for r in refs}
-    if len(dtypes) != 1 or not dtypes <= set(FLOAT_DTYPES) or len(shapes) < 2:
+    if len(dtypes) != 1 or not dtypes <= set(DOT_DTYPES) or len(shapes) < 2:
         return None
     if len(shapes[0]) != 2 or len(shapes[1]) != 2:
         return None
@@ -100,10 +100,7 @@ def match(problem) -> Match | None:
             else "h - mx[:, None] - tl.log(total)[:, None]",
             "init_source": binding.init_source,
             "forward_params": binding.forward_params,
-            # matmul.HEADER's epilogue helper and finish_tile, unused here
-            "epilogue": "acc",
-            "epilogue_statements": "",
-            "epilogue_params": "",
+            **NO_EPILOGUE,  # the GEMM HEADER's epilogue helper and finish_tile, unused here
         },
     )
 

@@ -5,13 +5,13 @@ L1, Huber, KL, hinge)."""
 
 from __future__ import annotations
 
-import math
-
-from hints import dataflow, operands
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.dataflow import Ref
-from hints.reductions import reduced_dims
+from hints.core import dataflow, operands
+from hints.core.axis import MODEL_OPENING, reduced_dims, view
+from hints.core.binding import bind
+from hints.core.calls import argument
+from hints.core.dataflow import Ref
+from hints.core.operands import HEADER
 
 # op -> (combine, index of the `dim` argument, finish expression in `acc` and `count`).
 REDUCTIONS = {
@@ -50,12 +50,6 @@ INT_DTYPES = ("int64", "int32")
 # Fewer outputs than this at some full size, over rows this long: split each row over programs.
 SPLIT_OUTPUTS = 1024
 SPLIT_MIN_R = 8192
-
-
-def argument(node, index: int, name: str, default=None):
-    if name in node.kwargs:
-        return node.kwargs[name]
-    return node.args[index] if index < len(node.args) else default
 
 
 def norm_reduction(node) -> tuple | None:
@@ -151,17 +145,6 @@ def find_reduction(graph) -> tuple | None:
         dims = tuple(range(len(map_shape)))  # torch.max(x): the whole tensor
     return index, dict(combine=combine, dims=dims, finish=finish, count="reduced", inputs=refs,
                        term=term)  # fmt: skip
-
-
-def view(shape, dims) -> list[int]:
-    """[outer, R, inner] for a reduction over the contiguous run `dims` of `shape`."""
-    if not dims:
-        return [1, 1, 1]
-    return [
-        math.prod(shape[: dims[0]]),
-        math.prod(shape[dims[0] : dims[-1] + 1]),
-        math.prod(shape[dims[-1] + 1 :]),
-    ]
 
 
 def match(problem) -> Match | None:
@@ -315,27 +298,6 @@ LOGSUMEXP_MERGE = """top = tl.max(acc, axis=0)
     acc = top + tl.log(tl.sum(tl.exp(acc - shift), axis=0))"""
 
 
-HEADER = """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-$kernel_helper
-"""
-
-# ModelNew's opening, shared with the scans: the operands' shape as (outer, R, inner) around the
-# dims that the kernel runs along.
-MODEL_OPENING = """$python_helper
-
-
-class ModelNew(nn.Module):
-$init_source
-    def forward($forward_params):
-        shape = $shape_expr
-$prologue
-        R = shape[$d0:$d1].numel()
-        inner = shape[$d1:].numel()
-        outer = shape.numel() // max(1, R * inner)
-"""
 MODEL = MODEL_OPENING + (
     "        out = torch.empty($out_shape, device=a0.device, dtype=torch.$out_dtype)\n"
     "        count = float($count)\n"

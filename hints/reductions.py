@@ -6,13 +6,12 @@ after them. Templates read the shapes at run time, so one candidate serves the w
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from hints.base import H200_SMS, Family, Match, Param, Strategy
-from hints.binding import bind, on_meta
-from hints.elementwise import is_tensor
+from hints.core.axis import reduced_dims, view
+from hints.core.binding import bind, on_meta
+from hints.core.calls import argument, is_tensor
 
 REDUCTIONS = frozenset("mean sum var norm linalg_vector_norm".split())
 NORM_DIM_AT = 2  # torch.norm(x, p, dim) and linalg_vector_norm(x, ord, dim): dim after p
@@ -28,22 +27,6 @@ MAX_TILED_R = 1024
 WIDE_R = 1 << 20
 # The resident kernel's row is SPLITS <= SMs chunks of at most the largest CHUNK in registers.
 MAX_RESIDENT_R = H200_SMS * 16384
-
-
-def argument(call, index: int, name: str, default=None):
-    if name in call.kwargs:
-        return call.kwargs[name]
-    return call.args[index] if index < len(call.args) else default
-
-
-def reduced_dims(call, index: int, name: str, ndim: int) -> tuple[int, ...] | None:
-    """The dims a reduction call reduces, normalized and sorted; None if not a contiguous run."""
-    dim = argument(call, index, name)
-    dims = range(ndim) if dim is None else (dim if isinstance(dim, (list, tuple)) else [dim])
-    dims = sorted(d % ndim for d in dims)
-    if not dims or dims != list(range(dims[0], dims[-1] + 1)):
-        return None
-    return tuple(dims)
 
 
 def first_tensor(call):
@@ -155,15 +138,6 @@ def recognise_composed(calls, shape: list) -> dict | None:
 
 
 ARITHMETIC = frozenset("add sub mul div sqrt rsqrt clamp clamp_min reciprocal abs".split())
-
-
-def view(shape, dims) -> list[int]:
-    """[outer, R, inner] for a reduction over the contiguous run `dims` of `shape`."""
-    return [
-        math.prod(shape[: dims[0]]),
-        math.prod(shape[dims[0] : dims[-1] + 1]),
-        math.prod(shape[dims[-1] + 1 :]),
-    ]
 
 
 def affine_names(problem, facts: dict, binding) -> tuple[str, str]:

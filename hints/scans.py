@@ -5,12 +5,13 @@ accumulate in double, and the gate allows twice PyTorch's error."""
 
 from __future__ import annotations
 
-from hints import dataflow, operands
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import bind
-from hints.dataflow import Ref
-from hints.reduce import HEADER, MODEL_OPENING, view
-from hints.reductions import argument
+from hints.core import dataflow, operands
+from hints.core.axis import MODEL_OPENING, view
+from hints.core.binding import bind
+from hints.core.calls import argument
+from hints.core.dataflow import Ref
+from hints.core.operands import HEADER
 
 SCANS = {"cumsum": ("tl.cumsum", "+", "0.0"), "cumprod": ("tl.cumprod", "*", "1.0")}
 

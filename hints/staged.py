@@ -1,8 +1,8 @@
 """Staged composition: a reference that no family recognises whole, cut into a chain of stages
 that each one recognises (hints.stages: from each statement, the longest run of statements with
 at most one main operator and its elementwise neighbours that some family matches, posed as a
-problem of its own), rendered as one module (hints.merge) whose ModelNew runs the stages' kernels
-one after another, each stage allocating its result for the next."""
+problem of its own), rendered as one module (hints.core.merge) whose ModelNew runs the stages'
+kernels one after another, each stage allocating its result for the next."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 from hints import stages
 from hints.base import Family, Match, Param, Strategy
-from hints.binding import constructor_source
-from hints.merge import body_lines, merge_modules
+from hints.core.binding import constructor_source
+from hints.core.gemm import PRECISIONS
+from hints.core.merge import body_lines, merge_modules
 
 NAME = "staged"
 
@@ -168,7 +169,7 @@ CHAIN = StagedStrategy(
         "intermediate through memory."
     ),
     template="",
-    params=(Param("precision", ("ieee", "tf32x3", "tf32"), "ieee"),),
+    params=(Param("precision", PRECISIONS, "ieee"),),
 )
 
 FAMILY = Family(

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from engine.problems.loader import load_problem
 from engine.problems.trace import LAYOUT_OPS, OperatorRecorder
-from hints.binding import method_source, on_meta
-from hints.dataflow import ARITHMETIC, COMPARE, IDENTITY_OPS
-from hints.elementwise import UNARY
+from hints.core.binding import method_source, on_meta
+from hints.core.dataflow import ARITHMETIC, COMPARE, IDENTITY_OPS
+from hints.core.expressions import UNARY
 
 TEMP = "_kb_t"  # hoisted values: _kb_t0, _kb_t1, ...
 # Calls whose values are sizes, never tensors: left where they are.

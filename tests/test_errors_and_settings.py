@@ -20,7 +20,7 @@ from engine.search.budget import BudgetError
 from engine.session.lock import SessionBusy
 from engine.session.store import StoreError
 from engine.session_files import ExportError, SessionError
-from hints.merge import MergeError
+from hints.core.merge import MergeError
 from tests.cli import kernelbrain
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,7 +15,8 @@ from hints_checks import candidate_error  # noqa: E402
 
 from engine.problems import builtin_names, load_problem  # noqa: E402
 from engine.problems.trace import OperatorRecorder  # noqa: E402
-from hints.elementwise import FAMILY, epilogue_expression  # noqa: E402
+from hints.core.expressions import epilogue_expression  # noqa: E402
+from hints.elementwise import FAMILY  # noqa: E402
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
 

@@ -1,6 +1,6 @@
 """KernelBench level 2 (issue 12): a convolution or a product followed by an elementwise DAG over
 its result and per-channel or single-value parameters (bias adds, scales, residual adds of the
-result itself), fused as the conv and matmul families' epilogue (hints/epilogue.py), on
+result itself), fused as the conv and matmul families' epilogue (hints/core/epilogue.py), on
 unchanged files: each is recognised by the family expected, every applicable strategy's
 candidate passes the real gate on the Triton interpreter at the file's derived tiny size (with a
 batch of two), and the offline generator proposes them."""

@@ -3,16 +3,21 @@
 Every import in engine/, kbtui/ and hints/ (lazy ones inside functions included) must point to
 its own floor or a lower one, so that no package loop can close; the sandboxed runner imports
 nothing of ours; the TUI reads the session folder only; the TUI imports neither torch nor triton
-and the engine no Textual; and every module imports in a fresh interpreter without errors.
+and the engine no Textual; within hints/, a family imports only the core, its own helpers and
+the registry, the core imports only the core, and no import cycle closes; and every module
+imports in a fresh interpreter without errors.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from hints import FAMILY_HELPERS, FAMILY_MODULES
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "kbtui", "hints")
@@ -106,6 +111,57 @@ def test_the_tui_reads_the_session_folder_only():
         if target.startswith("engine") and target not in TUI_MAY_IMPORT_FROM_ENGINE
     ]
     assert not reaching
+
+
+def in_hints(module: str) -> bool:
+    return module == "hints" or module.startswith("hints.")
+
+
+def hints_part(module: str) -> str:
+    """Which part of the hint library `module` is (hints/__init__.py describes them): "registry"
+    (the package itself), "core" (hints.base and hints.core), or the family it belongs to."""
+    if module == "hints":
+        return "registry"
+    name = module.split(".")[1]
+    if name in ("base", "core"):
+        return "core"
+    assert name in FAMILY_MODULES or name in FAMILY_HELPERS, (
+        f"{module} is no part of the hint library: name it in hints.FAMILY_MODULES, in "
+        "hints.FAMILY_HELPERS, or move it into hints/core/"
+    )
+    return FAMILY_HELPERS.get(name, name)
+
+
+def hints_imports(module: str) -> list[tuple[int, str]]:
+    """(line, module of ours) of every import of `module` into hints/ (lazy ones included)."""
+    return [(line, target) for line, target, _ in imports(module) if in_hints(target)]
+
+
+def test_families_import_the_core_and_their_own_modules_only():
+    """A family may not import another family or its helpers (a composition finds them through
+    hints.families()), and the core imports neither a family nor the registry."""
+    allowed = {"core": {"core"}, "registry": {"core"}}
+    crossing = []
+    for module in (m for m in MODULES if in_hints(m)):
+        part = hints_part(module)
+        may = allowed.get(part, {"core", "registry", part})
+        crossing += [
+            f"{MODULES[module].relative_to(REPO)}:{line} ({part}) imports {target} "
+            f"({hints_part(target)})"
+            for line, target in hints_imports(module)
+            if hints_part(target) not in may
+        ]
+    assert not crossing, "imports across the hint library's parts:\n" + "\n".join(crossing)
+
+
+def test_hints_imports_close_no_cycle():
+    """Lazy imports count: a loop closed inside a function (to dodge the cycle at import time)
+    still ties its modules into one."""
+    graph = {m: {t for _, t in hints_imports(m)} for m in MODULES if in_hints(m)}
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as error:
+        raise AssertionError(f"an import cycle in hints: {' -> '.join(error.args[1])}") from None
 
 
 # Imported in the parent before forking, so that each child pays only for our own modules:

@@ -2,7 +2,7 @@
 shapes, to the member kernel that measured best at that shape (an exact-shape table, then the
 nearest known shape by log-size distance, then the default: the best geometric mean).
 
-The members' sources are merged with the ast only (hints.merge: nothing here runs them), each
+The members' sources are merged with the ast only (hints.core.merge: nothing here runs them), each
 member's top-level names suffixed apart and module-level imports shared. The composite's
 ModelNew subclasses the default member's, so its parameters (and state_dict) are the default's;
 the other members are held outside the module tree, built with the same constructor arguments,
@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 
 from engine.jobs import source_sha256
-from hints.merge import MergeError as CompositeError  # the members cannot be merged
-from hints.merge import body_lines, call_arguments, merge_modules, method_args
+from hints.core.merge import MergeError as CompositeError  # the members cannot be merged
+from hints.core.merge import body_lines, call_arguments, merge_modules, method_args
 
 ORIGIN = "composite"
 # The names the composite itself defines at module level: members' names never take them.

@@ -4,11 +4,22 @@ the flat index, broadcast ones (a bias, a per-row target) through their merged s
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 
 import torch
 
-from hints.dataflow import MAX_BROADCAST_RANK, broadcast_layout, broadcast_rank, merge_dims
+# The largest rank a broadcast operand may keep after merging dims (broadcast_layout's 4).
+MAX_BROADCAST_RANK = 4
+
+# The header of templates that read their operands here: $kernel_helper is fields()' Triton
+# helper.
+HEADER = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+$kernel_helper
+"""
 
 BROADCAST_OFFSET = """
 
@@ -29,6 +40,38 @@ class Operand:
     expr: str  # the tensor in ModelNew.forward: an argument or `self.<parameter>`
     broadcast: bool  # smaller than the full shape at some size of the ladder
     boolean: bool
+
+
+def merge_dims(sizes, strides) -> list:
+    """(size, stride) pairs with dims of size 1 dropped and adjacent dims merged where one
+    stride steps over the other (so a flat index over `sizes` finds the same offsets)."""
+    merged = []
+    for n, s in zip(sizes, strides, strict=True):
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == s * n:
+            merged[-1] = (merged[-1][0] * n, s)
+        else:
+            merged.append((n, s))
+    return merged
+
+
+def broadcast_layout(t, shape):
+    """`t` broadcast to `shape` as (tensor, [size1, size2, size3, stride0, .., stride3]): its
+    merged dims, padded to rank 4 (dim 0's size is implied by the flat index)."""
+    t = t.expand(shape)
+    merged = merge_dims(t.shape, t.stride())
+    if len(merged) > 4:
+        raise ValueError(f"broadcast of {tuple(t.shape)} keeps more than 4 dims")
+    merged = [(1, 0)] * (4 - len(merged)) + merged
+    return t, [n for n, _ in merged[1:]] + [s for _, s in merged]
+
+
+def broadcast_rank(shape: tuple, full: tuple) -> int:
+    """Dims that broadcast_layout keeps for a contiguous `shape` broadcast to `full`."""
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    strides = [math.prod(padded[i + 1 :]) if padded[i] != 1 else 0 for i in range(len(full))]
+    return len(merge_dims(full, strides))
 
 
 def operands_for(graph_per_size: list, leaves: list[int], full_shapes: list) -> list | None:

@@ -5,22 +5,19 @@ tanh(...x...))` or `mean((a - b) ** 2)`, and turn their elementwise parts into T
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from engine.problems.trace import canonical_op, describe_arg, is_reflected
-from hints.binding import on_meta
-from hints.elementwise import Expr, binary, call, scalar, step
+from hints.core.binding import on_meta
+from hints.core.expressions import Expr, binary, call, scalar, step
 
 # Calls that return their operand's values unchanged (same shape, fp32 math downstream).
 IDENTITY_OPS = frozenset("contiguous clone detach float to".split())
 # Dropout: the identity in eval mode, the mode the gate judges in (a random mask has no reference).
 DROPOUT_OPS = frozenset("dropout dropout1d dropout2d dropout3d alpha_dropout".split())
-# The largest rank a broadcast operand may keep after merging dims (broadcast_layout's 4).
-MAX_BROADCAST_RANK = 4
 
 
 @dataclass(frozen=True)
@@ -239,35 +236,3 @@ def leaves_of(graph: Graph, target: Ref) -> list[int] | None:
     if target.index < len(graph.leaves):
         found.add(target.index)
     return sorted(found)
-
-
-def merge_dims(sizes, strides) -> list:
-    """(size, stride) pairs with dims of size 1 dropped and adjacent dims merged where one
-    stride steps over the other (so a flat index over `sizes` finds the same offsets)."""
-    merged = []
-    for n, s in zip(sizes, strides, strict=True):
-        if n == 1:
-            continue
-        if merged and merged[-1][1] == s * n:
-            merged[-1] = (merged[-1][0] * n, s)
-        else:
-            merged.append((n, s))
-    return merged
-
-
-def broadcast_layout(t, shape):
-    """`t` broadcast to `shape` as (tensor, [size1, size2, size3, stride0, .., stride3]): its
-    merged dims, padded to rank 4 (dim 0's size is implied by the flat index)."""
-    t = t.expand(shape)
-    merged = merge_dims(t.shape, t.stride())
-    if len(merged) > 4:
-        raise ValueError(f"broadcast of {tuple(t.shape)} keeps more than 4 dims")
-    merged = [(1, 0)] * (4 - len(merged)) + merged
-    return t, [n for n, _ in merged[1:]] + [s for _, s in merged]
-
-
-def broadcast_rank(shape: tuple, full: tuple) -> int:
-    """Dims that broadcast_layout keeps for a contiguous `shape` broadcast to `full`."""
-    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
-    strides = [math.prod(padded[i + 1 :]) if padded[i] != 1 else 0 for i in range(len(full))]
-    return len(merge_dims(full, strides))

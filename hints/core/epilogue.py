@@ -4,8 +4,8 @@ channel (a per-channel bias or scale) or are single values, as statements of a T
 
 from __future__ import annotations
 
-from hints.dataflow import Ref, elementwise_statements, reachable, trace_graph
-from hints.elementwise import FLOAT_DTYPES
+from hints.core.dataflow import Ref, elementwise_statements, reachable, trace_graph
+from hints.core.expressions import FLOAT_DTYPES
 
 
 def operand_kind(shape: tuple, full: tuple, channel_dim: int) -> str | None:

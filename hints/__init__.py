@@ -34,6 +34,7 @@ FAMILY_MODULES = (
     "product_softmax",
     "channel_norm",
     "staged",  # a fallback: tried when no other family recognises the problem whole
+    "model",  # a fallback: the whole model rewritten onto the kernel library (hints.model)
 )
 # Modules (or packages) that belong to one family: only that family imports them.
 FAMILY_HELPERS = {
@@ -42,6 +43,8 @@ FAMILY_HELPERS = {
     "conv_templates": "conv",
     "stages": "staged",
     "model_kernels": "model",
+    "model_library": "model",
+    "model_source": "model",
 }
 
 

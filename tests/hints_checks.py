@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import atexit
 import functools
-from dataclasses import replace
 from pathlib import Path
 
 from engine.backends.local import LocalBackend
 from engine.problems import Problem, Size, load_problem
-from engine.runner.calls import MODULE_GLOBALS
+from engine.problems.sizing import with_tiny_batch
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
 UNSEEN_MM = Path(__file__).parent / "problems_unseen_mm"
@@ -32,20 +31,9 @@ def cpu_gate() -> LocalBackend:
 
 
 def with_gate_batch(problem: Problem) -> Problem:
-    """`problem` with the `batch_size` of its tiny sizes cut to GATE_BATCH, where they were
-    derived from a KernelBench file's constants: its candidates are rendered for the sizes it
-    then has, and checked at its smallest."""
-    return replace(problem, sizes=tuple(map(_cut_batch, problem.sizes)))
-
-
-def _cut_batch(size: Size) -> Size:
-    """A derived tiny size with batch_size GATE_BATCH (also where the derivation left a small
-    batch at the file's value); any other size as it is."""
-    constants = size.params.get(MODULE_GLOBALS)
-    if size.tier != "tiny" or constants is None:
-        return size
-    cut = {**constants, "batch_size": GATE_BATCH}
-    return replace(size, params={**size.params, MODULE_GLOBALS: cut})
+    """`problem` with the `batch_size` of its derived tiny sizes cut to GATE_BATCH: its
+    candidates are rendered for the sizes it then has, and checked at its smallest."""
+    return with_tiny_batch(problem, GATE_BATCH)
 
 
 def candidate_error(problem, source: str, tmp_path: Path, params: dict | None = None) -> float:

@@ -21,6 +21,7 @@ from engine.generate.base import (
 )
 from engine.jobs import source_sha256
 from hints.base import Match, Strategy
+from hints.model import refusal as model_refusal
 
 # Diagnosis tags for which more, smaller programs help; and for which smaller tiles help.
 WANTS_MORE_PROGRAMS = {"few-waves", "under-utilised", "low-achieved-occupancy"}
@@ -58,9 +59,11 @@ class OfflineGenerator:
 
     def preflight(self) -> None:
         if not self.matches:
+            lacking = model_refusal(self.problem)
+            why = f"; {lacking}" if lacking else ""
             raise GeneratorError(
                 f"no family of the hint library recognises problem {self.problem.name} "
-                f"(operators: {', '.join(self.problem.replaces)}); "
+                f"(operators: {', '.join(self.problem.replaces)}){why}; "
                 "use an LLM instead: --generator llm --model MODEL"
             )
 

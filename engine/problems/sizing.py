@@ -11,6 +11,8 @@ constants does, sizes written inline in get_inputs (engine.problems.literal_size
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from types import ModuleType
 
 import torch
@@ -145,3 +147,21 @@ def halving_cut(module: ModuleType, constants: dict) -> dict | None:
         values = smaller
     changed = {n: v for n, v in values.items() if v != constants[n]}
     return changed if fits(module, values) else None
+
+
+def with_tiny_batch(problem, batch: int):
+    """`problem` with `batch_size` set to `batch` in its derived tiny sizes (where the file has a
+    module-level batch_size; also where the derivation left a small batch as it was): the
+    interpreter's time grows with the batch, and two samples still show a batch stride gone
+    wrong."""
+    if not re.search(r"^batch_size\s*=", problem.source, re.MULTILINE):
+        return problem
+
+    def cut(size: Size) -> Size:
+        constants = size.params.get(MODULE_GLOBALS)
+        if size.tier != "tiny" or constants is None:
+            return size
+        params = {**size.params, MODULE_GLOBALS: {**constants, "batch_size": batch}}
+        return replace(size, params=params)
+
+    return replace(problem, sizes=tuple(map(cut, problem.sizes)))

@@ -6,7 +6,6 @@ import math
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -316,10 +315,12 @@ class KbMultiheadAttention(nn.MultiheadAttention):
 
 
 def _attention_activation(activation):
-    """The product epilogue's name of an encoder layer's activation."""
-    if activation is F.relu or isinstance(activation, nn.ReLU):
+    """The product epilogue's name of an encoder layer's activation: nn.ReLU or nn.GELU, or
+    F.relu or F.gelu, known by their names (naming them here would reach the operators)."""
+    name = getattr(activation, "__name__", "")
+    if isinstance(activation, nn.ReLU) or name == "relu":
         return "relu"
-    if activation is F.gelu or isinstance(activation, nn.GELU) and activation.approximate == "none":
+    if (isinstance(activation, nn.GELU) and activation.approximate == "none") or name == "gelu":
         return "gelu"
     raise NotImplementedError(f"TransformerEncoderLayer: activation {activation!r}")
 

@@ -9,3 +9,9 @@ KB_DOT_PRECISION = "ieee"
 
 def kb_is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
+
+
+# The activations a fused epilogue applies (kb_conv_fused's; kb_linear_act's are KB_FUSED_LINEAR),
+# by the name of the op that computes them on its own.
+KB_FUSED_ACTIVATIONS = ("relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
+KB_FUSED_LINEAR = ("relu", "gelu", "tanh", "sigmoid")

@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 
 from hints.model_kernels.common import KB_DOT_PRECISION
+from hints.model_kernels.elementwise import _elementwise_tanh
 
 # Gate rows per hidden unit in W_ih / W_hh, by nn.RNNBase.mode.
 _recurrent_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
@@ -27,11 +28,6 @@ def _recurrent_pick(direction, forward_ptr, backward_ptr):
     if direction == 1:
         ptr = backward_ptr
     return ptr
-
-
-@triton.jit
-def _recurrent_tanh(x):
-    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
 
 @triton.jit
@@ -92,10 +88,10 @@ def _recurrent_lstm_cell(
     """LSTM (gates i, f, g, o): c = f * c_prev + i * g, h = o * tanh(c); returns (h, c)."""
     i = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
     f = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    g = _recurrent_tanh(_recurrent_gate(gx, 2, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    g = _elementwise_tanh(_recurrent_gate(gx, 2, h_rows, w_rows, H, BLOCK_K, PRECISION))
     o = tl.sigmoid(_recurrent_gate(gx, 3, h_rows, w_rows, H, BLOCK_K, PRECISION))
     c = f * c_prev + i * g
-    return o * _recurrent_tanh(c), c
+    return o * _elementwise_tanh(c), c
 
 
 @triton.jit
@@ -107,7 +103,7 @@ def _recurrent_gru_cell(
     r = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
     z = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
     hidden_n = _recurrent_product(bias_n, h_rows, w_rows + 2 * H * H, H, BLOCK_K, PRECISION)
-    n = _recurrent_tanh(tl.load(gx + 2 * H).to(tl.float32) + r * hidden_n)
+    n = _elementwise_tanh(tl.load(gx + 2 * H).to(tl.float32) + r * hidden_n)
     return (1.0 - z) * n + z * h_prev
 
 
@@ -151,7 +147,7 @@ def _recurrent_step_kernel(
         h = _recurrent_gru_cell(gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K, PRECISION)
     else:
         pre = _recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION)
-        h = tl.maximum(pre, 0.0) if MODE == 1 else _recurrent_tanh(pre)
+        h = tl.maximum(pre, 0.0) if MODE == 1 else _elementwise_tanh(pre)
     out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
     tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
     tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
@@ -203,14 +199,11 @@ def _recurrent_initial_states(module: nn.RNNBase, input, hx, batched: bool) -> t
 def _recurrent_layer_params(module: nn.RNNBase, layer: int) -> dict:
     """Each parameter of a layer (w_ih, w_hh, b_ih, b_hh) as a (forward, backward) pair of
     contiguous tensors; a one-direction layer repeats its own, a layer without bias gets None."""
-    suffixes = ("", "_reverse") if module.bidirectional else ("", "")
-    params = {}
-    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-        if name.startswith("bias") and not module.bias:
-            params[name] = None
-            continue
-        params[name] = tuple(getattr(module, f"{name}_l{layer}{s}").contiguous() for s in suffixes)
-    return params
+    directions = 2 if module.bidirectional else 1
+    pairs = [module.all_weights[layer * directions + d] for d in (0, directions - 1)]
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return {name: tuple(p[k].contiguous() for p in pairs) if k < len(pairs[0]) else None
+            for k, name in enumerate(names)}  # fmt: skip
 
 
 def _recurrent_project(x, params: dict, folded_hh: int, directions: int):

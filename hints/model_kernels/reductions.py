@@ -619,6 +619,19 @@ def kb_amin(x, dim=(), keepdim=False):
     return _reductions_reduce(x, dim, keepdim, "min")[0]
 
 
+class _ReductionsValuesIndices(tuple):
+    """torch.max/min's (values, indices) along a dim, by position or by name (torch.return_types
+    would name the operator the candidate replaces)."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
 def _reductions_extreme_of(x, dim, keepdim, op):
     """torch.max / torch.min: the whole tensor's extreme, or (values, indices) along one dim."""
     if kb_is_tensor(dim):
@@ -627,8 +640,7 @@ def _reductions_extreme_of(x, dim, keepdim, op):
         return _reductions_reduce(x, None, False, op)[0]
     if not isinstance(dim, int):
         raise NotImplementedError(f"torch.{op} with indices over dims {dim}: one int dim only")
-    values, indices = _reductions_reduce(x, dim, keepdim, op, index=True)
-    return getattr(torch.return_types, op)((values, indices))
+    return _ReductionsValuesIndices(_reductions_reduce(x, dim, keepdim, op, index=True))
 
 
 def kb_max(x, dim=None, keepdim=False):

@@ -67,7 +67,7 @@ def test_a_kernel_that_never_ends_is_stopped_by_the_judge_and_the_baselines_are_
     problem = load_problem("softmax")
     source = (CANDIDATES / "softmax_endless.py").read_text()
     [times] = time_contenders(problem, ["tiny"], {"best": source}, "cpu", seed=0,
-                              timeout_s=20).values()  # fmt: skip
+                              judge_timeout_s=20).values()  # fmt: skip
     assert set(times.samples) == {"eager", "compile"} and "best" not in times.judged_eager
     assert times.errors["best"].startswith("the judge: timeout: ")
 

@@ -116,11 +116,11 @@ def measure_ceilings(backend: str, gpu: int = 0) -> dict:
 
 def time_contenders(
     problem: Problem, labels: list[str], sources: dict[str, str], backend: str, seed: int,
-    timeout_s: float | None = None, gpu: int = 0,
+    judge_timeout_s: float | None = None, gpu: int = 0,
 ) -> dict[str, SizeTimes]:  # fmt: skip
-    """Samples per size label for eager and torch.compile, from one process that is killed past
-    `timeout_s` (default: by the number of sizes), and for each candidate source (by name), from
-    the judge (each phase held to `timeout_s` when given); all on GPU `gpu`."""
+    """Samples per size label for eager and torch.compile, from one process that is killed past a
+    deadline set by the number of sizes, and for each candidate source (by name), from the judge
+    (each phase held to `judge_timeout_s` when given); all on GPU `gpu`."""
     if backend == "sim":
         return _sim_times(problem, labels, sources, seed)
     request = {
@@ -133,7 +133,7 @@ def time_contenders(
         "compile": True,
         **TIMING[backend],
     }
-    deadline = timeout_s or START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
+    deadline = START_TIMEOUT_S + PER_SIZE_TIMEOUT_S * len(labels)
     lines, failure = _run(request, backend, deadline, gpu)
     times = {}
     for line in lines:
@@ -142,7 +142,7 @@ def time_contenders(
         if label not in times:
             why = failure or "the timing process sent nothing for this size"
             times[label] = SizeTimes(errors={k: why for k in ("eager", "compile")})
-    _judge_candidates(problem, labels, sources, backend, seed, timeout_s, times, gpu)
+    _judge_candidates(problem, labels, sources, backend, seed, judge_timeout_s, times, gpu)
     return times
 
 

@@ -191,6 +191,16 @@ def test_recognises_a_model_and_renders_a_standalone_candidate(tmp_path):
     assert static_check(target, source) is None
 
 
+def test_a_constructor_that_reads_values_is_traced_and_recognised(tmp_path):
+    """The meta device cannot run `.item()` (Swin's drop-path rates): such a Model is built on
+    the cpu for tracing, and loads and is recognised like any other."""
+    init = "self.rate = torch.linspace(0, 0.5, 3)[1].item(); self.fc = nn.Linear(8, 8)"
+    target = load_problem(str(problem_file(tmp_path, "return self.fc(x) * self.rate", init)))
+    found = model.match(target)
+    assert found is not None and model.refusal(target) is None
+    assert static_check(target, model.REWRITE.render(found, {"precision": "ieee"})) is None
+
+
 def test_refuses_naming_each_missing_operator_and_module(tmp_path):
     path = problem_file(
         tmp_path,

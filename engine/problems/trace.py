@@ -135,11 +135,21 @@ class OperatorRecorder(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def model_on_meta(model_cls, init_inputs):
+    """The model built on the meta device, or built on the cpu and moved there where its
+    constructor needs values (a Swin transformer's `.item()` of its drop-path rates)."""
+    try:
+        with torch.device("meta"):
+            return model_cls(*init_inputs())
+    except (RuntimeError, NotImplementedError):
+        return model_cls(*init_inputs()).to("meta")
+
+
 def trace_on_meta(model_cls, init_inputs_fn, inputs_fn, params: dict):
     """Run the reference on meta tensors: no memory, no compute. Returns (calls, outputs,
     inputs)."""
+    model = model_on_meta(model_cls, lambda: init_inputs_fn(**params))
     with torch.device("meta"):
-        model = model_cls(*init_inputs_fn(**params))
         inputs = inputs_fn(**params)
         with OperatorRecorder() as recorder:
             out = model(*inputs)

@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from engine.problems.loader import import_module_from
-from engine.problems.trace import LAYOUT_OPS, canonical_op
+from engine.problems.trace import LAYOUT_OPS, canonical_op, model_on_meta
 from engine.runner.calls import call_with_size
 
 
@@ -98,8 +98,8 @@ def on_meta(problem, size=None):
     the smallest), with the block run on the meta device too: no memory, shapes only."""
     module = import_module_from(problem.path, "problem")
     params = (size or problem.smallest).params
+    model = model_on_meta(module.Model, lambda: call_with_size(module.get_init_inputs, params))
     with torch.device("meta"):
-        model = module.Model(*call_with_size(module.get_init_inputs, params))
         yield module, model, call_with_size(module.get_inputs, params)
 
 

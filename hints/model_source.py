@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -393,6 +394,8 @@ class References(ast.NodeTransformer):
             return ast.copy_location(self.torch_reference(node, path), node)
         if root == "math":
             return ast.copy_location(expression(path), node)
+        if root == "numpy" and path.count(".") == 1 and hasattr(math, path.split(".")[1]):
+            return ast.copy_location(expression(path.replace("numpy", "math", 1)), node)
         if root not in ALLOWED_IMPORTS:
             self.rewrite.unsupported.append(
                 f"`{ast.unparse(node)}` at line {node.lineno}: a candidate cannot import {root}"

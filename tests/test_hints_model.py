@@ -201,6 +201,22 @@ def test_a_constructor_that_reads_values_is_traced_and_recognised(tmp_path):
     assert static_check(target, model.REWRITE.render(found, {"precision": "ieee"})) is None
 
 
+def test_numpy_scalar_math_becomes_python_math(tmp_path):
+    """A candidate cannot import numpy: `np.log2(8)` (30_SwinTransformerV2's constructor) is
+    rewritten to math's function of the same name; numpy without a math twin is refused."""
+    path = problem_file(tmp_path, "return self.fc(x) * self.scale",
+                        "self.scale = np.log2(8) / np.pi; self.fc = nn.Linear(8, 8)",
+                        imports="import numpy as np")  # fmt: skip
+    target = load_problem(str(path))
+    found = model.match(target)
+    assert found is not None
+    source = model.REWRITE.render(found, {"precision": "ieee"})
+    assert "math.log2(8) / math.pi" in source and "numpy" not in source
+    assert static_check(target, source) is None
+    path.write_text(path.read_text().replace("np.pi", "np.float32(3)"))
+    assert "`np.float32` at line" in model.refusal(load_problem(str(path)))
+
+
 def test_refuses_naming_each_missing_operator_and_module(tmp_path):
     path = problem_file(
         tmp_path,

@@ -35,11 +35,14 @@ class RungSpec:
     index: int
     size_labels: tuple[str, ...]  # which of the problem's sizes to time
     warmup: int  # untimed runs before timing, per shape
-    reps: int  # timed repetitions, per shape
+    reps: int  # timed repetitions, per shape, at most
     input_sets: int = 3  # distinct input sets used in rotation
     interleave: bool = True  # time the reference in the same call, alternating
     profile: bool = False  # run Nsight Compute on one launch (cuda only)
     check_seeds: int = 3  # fresh random seeds for the correctness check
+    # stop a shape's repetitions once its speedup's interval is within this share of it on
+    # both sides (engine.timing.sequential); 0: every repetition
+    precision: float = 0.0
 
 
 @dataclass(frozen=True)

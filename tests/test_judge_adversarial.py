@@ -281,6 +281,15 @@ def test_work_deferred_until_a_fetch_shows_it_is_timed_as_slow_as_it_is(backend,
     assert min(timing.samples_ms) >= 1000 * float(SLEEP_S)
 
 
+def test_a_timing_that_may_stop_early_still_catches_skipped_work(backend, softmax):
+    """A timing may stop once its speedup is pinned down (engine.timing.sequential): three calls
+    in four answered from the last output agree closely, but a stop needs two verified fetches
+    first, and the calls whose inputs change inside the bracket do the work."""
+    attack = fill(attacks.SKIPS_MOST_TIMED_CALLS, SLEEP_S=MEMO_SLEEP_S)
+    result = judge(backend, softmax, attack, {**TIMING, "reps": 32, "precision": 1.0})
+    assert result.reason in ("stale_output", "timing_tampered"), result.message
+
+
 def test_memoising_by_address_gains_nothing(backend, softmax):
     timing = {**TIMING, "reps": 12}
     result = judge(backend, softmax, attacks.MEMOISES_BY_ADDRESS, timing)

@@ -145,12 +145,14 @@ def test_sessions_written_before_settings_had_a_type_still_load_and_run(tmp_path
     assert settings.ladder[1] == RungSpec(1, (meta["ladder"][1]["size_labels"][0],), 5, 30, 3,
                                           profile=True)  # fmt: skip
     assert snapshot["ledger"]["evaluations"] == 12 and snapshot["precision_policy"] == "strict"
-    # and what a new session writes is that format still: the same keys and values
+    assert all(rung.precision == 0.0 for rung in settings.ladder)  # every repetition, as then
+    # and what a new session writes is that format still: the same keys and values, and each
+    # rung's precision (engine.timing.sequential), added since
     again = tmp_path / "again.duckdb"
     Store.create(again, settings).close()
     db = duckdb.connect(str(again), read_only=True)
     written = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta").fetchall()}
-    assert written == meta
+    assert written == {**meta, "ladder": [{**r, "precision": 0.0} for r in meta["ladder"]]}
 
 
 LOCK_HOLDER = """

@@ -209,7 +209,8 @@ class LocalBackend:
         model_seed, seeds, recheck_seed = job_seeds(job)
         timing = TimingPlan(seed=job.seed + TIMING_SEED_OFFSET, recheck_seed=recheck_seed,
                             warmup=job.rung.warmup, reps=job.rung.reps,
-                            input_sets=job.rung.input_sets, interleave=job.rung.interleave)
+                            input_sets=job.rung.input_sets, interleave=job.rung.interleave,
+                            precision=job.rung.precision)
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected

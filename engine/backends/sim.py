@@ -20,6 +20,7 @@ from engine.gate.static import static_check
 from engine.generate.composite import routed_members
 from engine.jobs import EvalJob, EvalResult, ShapeTiming
 from engine.problems import Problem
+from engine.timing.sequential import stopped_at
 from engine.timing.stats import speedup_interval, summarize
 
 # Share of candidates that fail correctness, and the reasons they fail with.
@@ -118,6 +119,8 @@ class SimBackend:
                 cand = ref / _speed(sha, label)
             cand_ms = [cand * math.exp(rng.gauss(0.0, cv)) for _ in range(job.rung.reps)]
             ref_ms = [ref * math.exp(rng.gauss(0.0, 0.02)) for _ in range(job.rung.reps)]
+            taken = stopped_at(cand_ms, ref_ms, job.rung.precision, job.rung.input_sets)
+            cand_ms, ref_ms = cand_ms[:taken], ref_ms[:taken]
             speedup, interval = speedup_interval(ref_ms, cand_ms, resamples=SIM_RESAMPLES)
             timings.append(ShapeTiming(
                 label, cand_ms, ref_ms, summarize(cand_ms, SIM_RESAMPLES),

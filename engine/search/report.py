@@ -85,6 +85,7 @@ def rung_summary(search: Search) -> list[dict]:
                 "index": spec.index,
                 "sizes": list(spec.size_labels),
                 "reps": spec.reps,
+                "precision": spec.precision,
                 "input_sets": spec.input_sets,
                 "profile": spec.profile,
                 "measured": len(measured),

@@ -325,7 +325,7 @@ class Evaluation:
                 raise  # a size first checked here: its output is wrong, not stale
             raise CandidateRejected(
                 "stale_output",
-                f"correct before timing, wrong after {timing.warmup + timing.reps} timed "
+                f"correct before timing, wrong after {timing.warmup + len(samples['cand'])} timed "
                 f"calls on a fresh input: {exc.message}; do not cache outputs or state between "
                 "calls",
             ) from exc

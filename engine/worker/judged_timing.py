@@ -36,6 +36,7 @@ from engine.gate.precision import gate_tolerance
 from engine.runner.fresh_inputs import InputRotation
 from engine.runner.positions import fetch_positions
 from engine.runner.timer import Bracket, collector_paused, noop
+from engine.timing.sequential import settled
 from engine.worker.failures import classify_reply
 from engine.worker.protocol import TimingPlan
 
@@ -209,10 +210,21 @@ class JudgeClock:
                 self.verify_timed(k, claimed, expected)
             del expected
             if k == sets - 1 and r < reps - 1:
+                if self.settled(cand, ref, verified, r + 1):
+                    break
                 self.shift()
         self.check_work(cand, judge_sync)
-        self.check_accounting(self.claimed, self.seen, reps + WORK_PROBES)
+        self.check_accounting(self.claimed, self.seen, len(cand) + WORK_PROBES)
         return {"cand": cand, "ref": ref}
+
+    def settled(self, cand: list, ref: list, verified: set, done: int) -> bool:
+        """Whether the size's timing may stop after `done` repetitions, at the end of a rotation
+        of the input sets: its speedup is pinned down (engine.timing.sequential), at least two of
+        its calls were verified, and none of their fetches was slow beyond what that many
+        verified ones tolerate."""
+        checked = sum(1 for r in verified if r < done)
+        return (checked >= 2 and self.slow_fetches <= checked // VERIFIED_PER_SLOW_FETCH
+                and settled(cand, ref, self.timing.precision))  # fmt: skip
 
     def timed_call(self, message: dict) -> tuple[float, float]:
         """One timed call in the runner, counted by the accounting: (its sample, its host

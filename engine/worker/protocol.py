@@ -18,8 +18,10 @@ class SizeSpec:
 
 @dataclass(frozen=True)
 class TimingPlan:
-    """How one evaluation times each size: warm-up calls, timed repetitions over `input_sets`
-    rotating input sets (from `seed`), then a re-check on a fresh input (`recheck_seed`)."""
+    """How one evaluation times each size: warm-up calls, up to `reps` timed repetitions over
+    `input_sets` rotating input sets (from `seed`), fewer where the speedup is pinned down to
+    `precision` sooner (engine.timing.sequential; 0: all of them), then a re-check on a fresh
+    input (`recheck_seed`)."""
 
     seed: int
     recheck_seed: int
@@ -27,6 +29,7 @@ class TimingPlan:
     reps: int
     input_sets: int
     interleave: bool = True
+    precision: float = 0.0
 
 
 @dataclass(frozen=True)

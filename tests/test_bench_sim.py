@@ -43,7 +43,7 @@ def bench(*args, check=True):
 def sim_bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     bench("rmsnorm", "softmax", "--backend", "sim", "--budget-per-problem", "50gpu-s",
-          "--ablation", "softmax", "--seed", "4", "--out", str(out))  # fmt: skip
+          "--ablation", "softmax", "--seed", "6", "--out", str(out))  # fmt: skip
     return out, json.loads((out / "sim.json").read_text())
 
 

@@ -16,7 +16,7 @@ from pilot_helpers import select, settle
 from engine.session_files import read_candidate, read_snapshot
 from kbtui.app import KernelBrainApp
 
-PROFILER_UNAVAILABLE = "c0030"  # the first profile the budget allowed: the sim cannot profile
+PROFILER_UNAVAILABLE = "c0032"  # the first profile the budget allowed: the sim cannot profile
 NOT_PROFILED_YET = "c0010"  # never climbed past rung 0; none of its strategy was profiled
 EVALUATING = "c0028"  # planned on a device of the two-device session when its engine ended
 SIZES = {"80x24": (80, 24), "120x40": (120, 40), "200x60": (200, 60)}

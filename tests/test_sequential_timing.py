@@ -41,9 +41,11 @@ def test_the_gpu_ladder_stops_its_top_rungs_early_and_the_cpu_ladder_does_not(so
 
 
 def test_the_judge_stops_a_settled_size_at_the_end_of_a_rotation(backend, softmax):
-    """With a goal every timing meets, the judge stops at the first end of a rotation where two
-    calls were verified, past the minimum; without one it takes every repetition."""
-    stopped = judge(backend, softmax, attacks.VALID, {**TIMING, "reps": 24, "precision": 1.0})
+    """With a goal every timing meets (the cpu's timings of a loaded machine vary by more than
+    twice), the judge stops at the first end of a rotation where two calls were verified, past
+    the minimum; without one it takes every repetition."""
+    anything = {**TIMING, "reps": 24, "precision": 1e9}
+    stopped = judge(backend, softmax, attacks.VALID, anything)
     assert stopped.passed, stopped.message
     taken = len(stopped.timings[0].samples_ms)
     assert MIN_REPS <= taken < 24 and taken % TIMING["input_sets"] == 0

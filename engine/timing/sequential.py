@@ -6,8 +6,8 @@ ratios (reference / candidate, one a repetition) lies within `precision` of that
 sides. The interval is the order-statistic one (the ranks n/2 -+ 1.96 sqrt(n)/2): free of any
 assumption about the noise's shape and a sort away, where the bootstrap that a result reports
 (engine.timing.stats) would cost more than a repetition of a small call. The repetitions go where
-the noise is: a call that varies 1% settles in about twenty at 1%; a call of a fraction of a
-millisecond varies with the host's scheduling and takes them all, which costs little.
+the noise is: a call that varies 1% settles at 1% within a few rotations; a call of a fraction
+of a millisecond varies with the host's scheduling and takes them all, which costs little.
 
 Stopping when an interval first looks narrow makes it a little optimistic (optional stopping);
 MIN_REPS and a goal no finer than the machine's noise keep that small beside the margins the

@@ -20,8 +20,8 @@ minimum of eight until the scheduler raises them, and then it stops at 2%): a si
 vary little stops early, so the repetitions go to the noisy sizes, which are the cheap ones. With
 100 of them at every size, a rung-2 evaluation of rmsnorm (7.5 GB in and out at its largest size)
 cost 5.1 GPU-seconds on the H200, five rung-0 evaluations' worth (the README's search of
-2026-12-04). Three warm-ups suffice at the top rungs: the kernels are compiled and loaded before timing, and
-the search keeps the GPU busy.
+2026-12-04). Three warm-ups suffice at the top rungs: the kernels are compiled and loaded
+before timing, and the search keeps the GPU busy.
 
 On the cpu backend the sizes are the problem's tiny ones (timings there mean nothing and are
 labelled so) and the repetitions are cut, since the interpreter is slow.

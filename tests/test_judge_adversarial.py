@@ -6,6 +6,7 @@ import base64
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sysconfig
 import threading
@@ -281,13 +282,21 @@ def test_work_deferred_until_a_fetch_shows_it_is_timed_as_slow_as_it_is(backend,
     assert min(timing.samples_ms) >= 1000 * float(SLEEP_S)
 
 
-def test_a_timing_that_may_stop_early_still_catches_skipped_work(backend, softmax):
-    """A timing may stop once its speedup is pinned down (engine.timing.sequential): three calls
-    in four answered from the last output agree closely, but a stop needs two verified fetches
-    first, and the calls whose inputs change inside the bracket do the work."""
-    attack = fill(attacks.SKIPS_MOST_TIMED_CALLS, SLEEP_S=MEMO_SLEEP_S)
-    result = judge(backend, softmax, attack, {**TIMING, "reps": 32, "precision": 1.0})
-    assert result.reason in ("stale_output", "timing_tampered"), result.message
+@pytest.mark.parametrize("seed", [5, 48])
+def test_a_timing_stops_early_only_after_verified_fetches_that_were_not_slow(backend, softmax,
+                                                                             seed):  # fmt: skip
+    """A timing may stop once its speedup is pinned down (engine.timing.sequential), but only
+    after two verified fetches, and not while one was slow beyond what the verified ones so far
+    tolerate. A candidate deferring its work until a fetch shows it would otherwise stop at 8
+    repetitions, most of them deferred (at seed 5 none of the first 8 is verified; at seed 48
+    the 7th and 8th are, and 32 repetitions tolerate one slow fetch of 8), and be rejected for
+    the median they make; it is timed as slow as it is."""
+    attack = fill(attacks.DEFERS_UNTIL_A_FETCH_SHOWS_IT, SLEEP_S=SLEEP_S)
+    timing = {**TIMING, "seed": seed, "reps": 32, "precision": 1e9}
+    result = judge(backend, softmax, attack, timing)
+    assert result.passed, result.message
+    [timing] = result.timings
+    assert statistics.median(timing.samples_ms) >= 1000 * float(SLEEP_S)
 
 
 def test_memoising_by_address_gains_nothing(backend, softmax):

@@ -313,35 +313,6 @@ SLOW_FIRST_FETCHES = candidate(
     _session.op_fetch = _fetch
 """,
 )
-# Does the work of one timed call in four and answers the others with the last output, counting
-# on a timing that stops early (its fast calls agree closely) to stop before a fetch finds one;
-# every call outside the timed repetitions is honest.
-SKIPS_MOST_TIMED_CALLS = candidate(
-    """
-    import time
-    self.calls = getattr(self, "calls", 0) + 1
-    if REPEATING[0] and self.calls % 4 and getattr(self, "last", None) is not None:
-        return self.last
-    time.sleep(SLEEP_S)
-    self.last = launch(x)
-    return self.last
-""",
-    prelude="""
-    import sys
-    REPEATING = [False]
-    _session = sys.modules["kbrunner.session"].RunnerSession
-    _real_rep = _session.op_rep
-
-    def _rep(self, message):
-        REPEATING[0] = True
-        try:
-            return _real_rep(self, message)
-        finally:
-            REPEATING[0] = False
-
-    _session.op_rep = _rep
-""",
-)
 MEMOISES_BY_ADDRESS = candidate(
     """
     key = x.data_ptr()

@@ -1,7 +1,7 @@
 # One H200 call: the evaluation plane's cost in real searches (engine/benchmarks/eval_plane.py),
 # this tree beside an older commit in .gpu/base (`sh .gpu/make_base.sh COMMIT` first; the call
 # carries .whl and .gpu). Usage: bash .gpu/h200.sh PART [PROBLEM...]
-#   compare [P...]  each problem's search at 10 evaluations, the before tree then this one
+#   compare [P...]  each problem's search at $EVALS evaluations (10), the before tree then this one
 #   after40 [P...]  each problem's search at 40 evaluations in this tree only; with no problem
 #                   named, the six, then the parts check and readme
 #   check           `check softmax tests/candidates/softmax_online.py` timed in both trees
@@ -56,7 +56,7 @@ print('torch', torch.__version__, 'triton', triton.__version__, 'duckdb', duckdb
   bwrap --version; } 2>&1 | tee -a "$LOG"
 case $PART in
   compare)
-    for p in $PROBLEMS; do plane "compare_$p" --problems "$p" --evals 10; done ;;
+    for p in $PROBLEMS; do plane "compare_$p" --problems "$p" --evals "${EVALS:-10}"; done ;;
   after40)
     for p in $PROBLEMS; do plane "after40_$p" --problems "$p" --evals 40 --skip-before; done
     if [ $# -eq 0 ]; then

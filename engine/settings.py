@@ -45,7 +45,7 @@ def _count(least: int) -> Callable[[str], int | None]:
     return lambda text: int(text) if text.isdigit() and int(text) >= least else None
 
 
-def _seconds(text: str) -> float | None:
+def _non_negative(text: str) -> float | None:
     try:
         found = float(text)
     except ValueError:
@@ -55,6 +55,7 @@ def _seconds(text: str) -> float | None:
 
 BWRAP = "KERNELBRAIN_BWRAP"
 COMPILE_WORKERS = "KERNELBRAIN_COMPILE_WORKERS"
+DEVICE_RESERVE_GB = "KERNELBRAIN_DEVICE_RESERVE_GB"
 FAULT_BACKOFF_S = "KERNELBRAIN_FAULT_BACKOFF_S"
 JUDGES_PER_GPU = "KERNELBRAIN_JUDGES_PER_GPU"
 SESSIONS = "KERNELBRAIN_SESSIONS"
@@ -70,8 +71,12 @@ SETTINGS = {
         Setting(COMPILE_WORKERS, int, 1, "how many compile workers compile candidates ahead "
                 "beside the GPU (0: none)", _count(0),
                 "not a count: give 1 (the default), more, or 0 to compile no candidate ahead"),
+        Setting(DEVICE_RESERVE_GB, float, 0.0, "GiB of the device's memory an evaluation leaves "
+                "free for other work: a float64 reference that would not fit beside it waits in "
+                "host memory, and timings rotate over fewer input sets", _non_negative,
+                "give GiB, 0 or more"),
         Setting(FAULT_BACKOFF_S, float, 2.0, "the first wait, in seconds, before a machine fault "
-                "is asked again (doubling; 0 asks again at once)", _seconds,
+                "is asked again (doubling; 0 asks again at once)", _non_negative,
                 "give the first wait in seconds, 0 or more"),
         Setting(JUDGES_PER_GPU, int, 1, "how many judges share one GPU (bench --jobs N sets it "
                 "for its judges), splitting the reference banks' memory", _count(1),
@@ -79,7 +84,7 @@ SETTINGS = {
         Setting(SESSIONS, str, "sessions", "the folder that holds the sessions (--sessions-dir "
                 "wins over it)", str, "give a folder"),
         Setting(SIM_PACE, float, 1.0, "wall seconds a sim evaluation lasts per GPU-second it "
-                "simulates", _seconds, "give the wall seconds a sim evaluation lasts per "
+                "simulates", _non_negative, "give the wall seconds a sim evaluation lasts per "
                 "GPU-second it simulates (1: a GPU's pace, 0: at once)"),
         Setting(TRUST_CANDIDATES, bool, False, "1: candidate code is trusted, as with "
                 "--trust-candidates (run and resume set it for the engines they start)",

@@ -97,12 +97,11 @@ def footprint(problem, labels, device: str) -> Footprint:
 
 def available_host_bytes(backend: str) -> int:
     """MemAvailable of /proc/meminfo, less what the reference banks may keep on the host."""
+    from engine.worker.device_memory import host_available_bytes
     from engine.worker.reference_bank import CPU_DEVICE_BYTES, HOST_BYTES
 
-    with open("/proc/meminfo") as f:
-        fields = dict(line.split(":", 1) for line in f)
     banks = HOST_BYTES if backend == "cuda" else CPU_DEVICE_BYTES
-    return int(fields["MemAvailable"].split()[0]) * 1024 - banks
+    return host_available_bytes() - banks
 
 
 def available_gpu_bytes(gpu: int) -> int:

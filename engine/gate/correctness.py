@@ -27,13 +27,15 @@ class CandidateRejected(Exception):
 
 @dataclass
 class Reference:
-    """What the judge keeps for one input set: its own copy of the inputs, the float64 reference,
-    PyTorch's own output at its defaults and that output's error."""
+    """What the judge keeps for one input set: its own copy of the inputs, the float64 reference
+    (on the device, or in host memory where the device is short of it), PyTorch's own output at
+    its defaults, that output's error and the reference's fingerprint."""
 
     inputs: list
     ref64: list[torch.Tensor]
     expected: list[torch.Tensor]
     torch_error: float
+    ref_print: tuple[float, ...] = ()
 
 
 def as_list(out) -> list:
@@ -64,13 +66,19 @@ def build_model(problem_module, params: dict, seed: int, device: str):
     return model, init
 
 
+def slices(out: torch.Tensor, ref64: torch.Tensor):
+    """Aligned flat slices of an output and its reference, the reference's on the output's
+    device (a reference kept in host memory crosses a slice at a time)."""
+    a, b = out.reshape(-1), ref64.reshape(-1)
+    for start in range(0, b.numel(), ERROR_CHUNK):
+        yield a[start : start + ERROR_CHUNK], b[start : start + ERROR_CHUNK].to(a.device)
+
+
 def normalized_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
     """||out - ref64|| / ||ref64||, in float64, a slice at a time."""
-    a, b = out.reshape(-1), ref64.reshape(-1)
     diff_sq = ref_sq = 0.0
-    for start in range(0, b.numel(), ERROR_CHUNK):
-        x = a[start : start + ERROR_CHUNK].double()
-        y = b[start : start + ERROR_CHUNK]
+    for x, y in slices(out, ref64):
+        x = x.double()
         diff_sq += float(torch.sum((x - y) ** 2))
         ref_sq += float(torch.sum(y * y))
     if ref_sq == 0.0:
@@ -79,8 +87,21 @@ def normalized_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
 
 
 def reference_float64(model, inputs: list) -> list[torch.Tensor]:
-    model64 = copy.deepcopy(model).double()
-    inputs64 = [x.double() if _is_float(x) else x for x in inputs]
+    """The Model's outputs in float64, on the inputs' device; computed in host memory instead
+    where the GPU runs out of memory for it (a float64 copy of a 7 GiB input and its
+    temporaries outgrew what an 80 GB GPU had left beside the evaluation)."""
+    try:
+        return _float64_on(model, inputs, None)
+    except torch.OutOfMemoryError:
+        pass  # out of this block first: the failed try's tensors go with the exception
+    torch.cuda.empty_cache()
+    return _float64_on(model, inputs, "cpu")
+
+
+def _float64_on(model, inputs: list, device: str | None) -> list[torch.Tensor]:
+    model64 = copy.deepcopy(model).to(device=device, dtype=torch.float64)
+    moved = [x.to(device) if isinstance(x, torch.Tensor) and device else x for x in inputs]
+    inputs64 = [x.double() if _is_float(x) else x for x in moved]
     with torch.no_grad():
         return [o.double() for o in as_list(model64(*inputs64))]
 
@@ -91,7 +112,7 @@ def compute_reference(model, inputs: list) -> Reference:
         expected = as_list(model(*inputs))
     torch_error = max(normalized_error(e, r) for e, r in zip(expected, ref64, strict=True))
     saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-    return Reference(saved, ref64, expected, torch_error)
+    return Reference(saved, ref64, expected, torch_error, fingerprint(ref64))
 
 
 def check_structure(described: list, expected: list[torch.Tensor]) -> None:
@@ -130,7 +151,7 @@ def check_inputs_unchanged(reference: Reference, after: list) -> None:
 
 def nonfinite_count(out: torch.Tensor, ref64: torch.Tensor) -> int:
     """Elements that are NaN or Inf where the reference is finite."""
-    return int((~torch.isfinite(out) & torch.isfinite(ref64)).sum())
+    return sum(int((~torch.isfinite(x) & torch.isfinite(y)).sum()) for x, y in slices(out, ref64))
 
 
 def unwritten_or_nan(i: int, numel: int, with_nan: int, with_finite_poison: int):
@@ -153,8 +174,9 @@ def unwritten_or_nan(i: int, numel: int, with_nan: int, with_finite_poison: int)
 def check_not_constant(i: int, out: torch.Tensor, ref64: torch.Tensor) -> None:
     if out.numel() < 2:
         return
-    flat, ref = out.reshape(-1), ref64.reshape(-1)
-    if bool((flat == flat[0]).all()) and not bool((ref == ref[0]).all()):
+    flat, first = out.reshape(-1), ref64.reshape(-1)[0].item()
+    constant = bool((flat == flat[0]).all())
+    if constant and not all(bool((y == first).all()) for _, y in slices(out, ref64)):
         value = float(flat[0])
         what = "all zeros" if value == 0 else f"the constant {value:g}"
         raise CandidateRejected(

@@ -120,12 +120,8 @@ class RunnerSession:
         another evaluation must; what it changed of the process-wide state (state_audit), and on
         cuda a launch that proves the context still works."""
         sys.modules.pop("candidate", None)
-        self.module = self.model = self.last_output = None
-        self.input_sets = []
-        self.rotation = InputRotation(self.input_sets)
-        self._release()
-        gc.enable()
-        gc.collect()
+        self.module = self.model = None
+        self._drop_timing()
         if self.device == "cuda":
             torch.ones(1, device=self.device).add_(1)
             torch.cuda.synchronize()
@@ -214,6 +210,8 @@ class RunnerSession:
                 for i, (item, arg) in enumerate(zip(sent, args, strict=True))
             ]  # fmt: skip
             torch.cuda.synchronize()
+            del out, args
+            torch.cuda.empty_cache()  # the output's blocks back to the device, for the judge
         return reply
 
     def _write_outputs(self, out, tag: str, into: list | None = None) -> list[dict]:
@@ -233,6 +231,22 @@ class RunnerSession:
         if self.device == "cuda":
             torch.cuda.synchronize()
         return described
+
+    def op_time_end(self, message: dict) -> dict:
+        """A size's timing is over: its input sets and last output go, with the judge's shared
+        memory, and on cuda their blocks go back to the device (the judge computes its re-check's
+        reference next, beside this process)."""
+        self._drop_timing()
+        return {"ok": True}
+
+    def _drop_timing(self) -> None:
+        self.input_sets, self.last_output = [], None
+        self.rotation = InputRotation(self.input_sets)
+        self._release()
+        gc.enable()
+        gc.collect()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
 
     def op_time_begin(self, message: dict) -> dict:
         """Take the input sets onto the device and warm up, round robin; the last warm-up call's

@@ -20,6 +20,7 @@ import torch
 
 from engine.gate.correctness import (
     CandidateRejected,
+    as_list,
     build_model,
     check_error,
     check_inputs_unchanged,
@@ -39,6 +40,7 @@ from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
 from engine.runner.cuda_share import CudaShareError
 from engine.runner.exchange import ExchangeError, decode_values, encode_values, read_tensor
+from engine.worker import device_memory
 from engine.worker.device_exchange import SHARE_MIN_BYTES, DeviceExchange
 from engine.worker.failures import (
     classify_death,
@@ -94,6 +96,7 @@ class Evaluation:
         self.calls = 0
         self.calibration: tuple | None = None
         self.checked_sizes: list[str] = []  # sizes whose output was compared before timing
+        self.memory_notes: list[str] = []  # what the device's memory made this evaluation do
         share = runner.share if runner is not None else None
         self.share = DeviceExchange(share) if share is not None else None
 
@@ -209,10 +212,23 @@ class Evaluation:
         key = (self.problem_digest, json.dumps(size.params, sort_keys=True),
                self.request.model_seed, seed, self.device, self.policy)  # fmt: skip
         with self.judging():
-            return self.bank.get(
-                key, lambda: compute_reference(
-                    model, make_inputs(problem, size.params, seed, self.device))
-            )  # fmt: skip
+            return self.bank.get(key, lambda: self.compute_reference(problem, model, size, seed))
+
+    def compute_reference(self, problem, model, size: SizeSpec, seed: int):
+        """The reference, its float64 part moved to host memory where a checked call would not
+        fit beside it on the device (engine.worker.device_memory)."""
+        reference = compute_reference(model, make_inputs(problem, size.params, seed, self.device))
+        in_bytes = device_memory.tensor_bytes(reference.inputs)
+        out_bytes = device_memory.tensor_bytes(reference.expected)
+        free = device_memory.free_bytes(self.device)
+        if device_memory.reference_to_host(self.device, in_bytes, out_bytes, free):
+            reference.ref64 = [r.cpu() for r in reference.ref64]
+            self.note(f"the float64 reference at {size.label} waited in host memory")
+        return reference
+
+    def note(self, what: str) -> None:
+        if what not in self.memory_notes:
+            self.memory_notes.append(what)
 
     def check_once(self, model, reference, earlier: dict) -> tuple:
         """One guarded call of the candidate on the reference's inputs, judged against it.
@@ -224,7 +240,7 @@ class Evaluation:
             outputs = self.checked_call(reference)
         finally:
             self.release_shared()
-        print_, reference_print = fingerprint(outputs), fingerprint(reference.ref64)
+        print_, reference_print = fingerprint(outputs), reference.ref_print
         if earlier.get(print_, reference_print) != reference_print:
             raise CandidateRejected(
                 "stale_output",
@@ -292,19 +308,17 @@ class Evaluation:
             reference = self.reference(problem, model, size, seed)
             output_print, reference_print = self.check_once(model, reference, prints)
             prints[output_print] = reference_print
+            del reference  # before the next one is computed
 
     def time_and_recheck(self, problem, size: SizeSpec) -> dict:
         """Raw samples for one size, then the timed instance checked again on a fresh seed."""
         timing = self.request.timing
-        seed, model_seed = timing.seed, self.request.model_seed
+        model_seed = self.request.model_seed
         with self.judging():
             model, init = build_model(problem, size.params, model_seed, self.device)
         self.build(model, init, model_seed)
         with self.judging():
-            input_sets = [
-                make_inputs(problem, size.params, seed + k, self.device)
-                for k in range(max(1, timing.input_sets))
-            ]
+            input_sets = self.input_sets(problem, model, size, timing)
         self.next_run()
         try:
             samples = time_size(self, model, input_sets, timing, self.calibration)
@@ -317,6 +331,7 @@ class Evaluation:
         finally:
             self.release_shared()
         del input_sets
+        self.ask({"op": "time_end"}, "ending the timing")
         recheck = self.reference(problem, model, size, timing.recheck_seed)
         try:
             self.check_once(model, recheck, {})
@@ -330,6 +345,21 @@ class Evaluation:
                 "calls",
             ) from exc
         return samples
+
+    def input_sets(self, problem, model, size: SizeSpec, timing) -> list[list]:
+        """The timing's input sets, as many of those it asks for as fit in the device's memory
+        (engine.worker.device_memory)."""
+        first = make_inputs(problem, size.params, timing.seed, self.device)
+        with torch.no_grad():
+            out_bytes = device_memory.tensor_bytes(as_list(model(*first)))
+        wanted = max(1, timing.input_sets)
+        fit = device_memory.input_sets_that_fit(wanted, device_memory.tensor_bytes(first),
+                                                out_bytes, device_memory.free_bytes(self.device))
+        if fit < wanted:
+            self.note(f"timed over {fit} of {wanted} input sets at {size.label}: the device's "
+                      "free memory holds no more")
+        return [first] + [make_inputs(problem, size.params, timing.seed + k, self.device)
+                          for k in range(1, fit)]  # fmt: skip
 
     def run(self) -> Verdict:
         reference_precision(self.policy)
@@ -403,6 +433,8 @@ class Evaluation:
             "banked": self.bank.counts["hits"] - self.banked_before["hits"],
             "computed": self.bank.counts["misses"] - self.banked_before["misses"],
         }
+        if passed and not message:
+            message = "; ".join(self.memory_notes)
         return Verdict(passed, reason, message, error=worst[0], tolerance=worst[1],
                        precision=join_precisions(self.precisions), references=references,
                        samples=samples or {})  # fmt: skip

@@ -75,6 +75,7 @@ def moved(reference: Reference, device) -> Reference:
         ref64=[move(x) for x in reference.ref64],
         expected=[move(x) for x in reference.expected],
         torch_error=reference.torch_error,
+        ref_print=reference.ref_print,
     )
 
 

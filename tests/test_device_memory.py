@@ -93,3 +93,31 @@ def test_a_memo_across_the_one_input_set_left_is_still_caught(softmax, monkeypat
     finally:
         short.close()
     assert result.reason == "stale_output", result.message
+
+
+def test_a_float64_reference_that_runs_out_of_gpu_memory_is_computed_in_host_memory():
+    """The Model's first float64 call fails as a full GPU fails it; the reference comes from a
+    second call in host memory, equal to an unhindered one."""
+    import torch
+
+    from engine.gate.correctness import reference_float64
+
+    calls = []  # outside the Model: the reference calls deep copies of it
+
+    class FailsOnce(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.randn(96))
+
+        def forward(self, x):
+            calls.append(x.dtype)
+            if len(calls) == 1:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB")
+            return torch.softmax(x * self.scale, dim=1)
+
+    model, x = FailsOnce(), torch.randn(64, 96)
+    [again] = reference_float64(model, [x])
+    assert calls == [torch.float64] * 2
+    assert again.dtype == torch.float64 and again.device.type == "cpu"
+    [plain] = reference_float64(model, [x])
+    assert torch.equal(again, plain)

@@ -124,3 +124,42 @@ def test_halving_the_largest_size_when_no_single_cut_leaves_the_pooling_chain_a_
     assert scaled["batch_size"] < 128 and "kernel_size" not in scaled
     ((shape, _),) = problem.output_specs["tiny"]
     assert len(shape) == 5 and min(shape) >= 1
+
+
+def test_a_model_whose_state_fixes_the_batch_is_not_traced_at_another(tmp_path):
+    """KernelBench's VanillaRNN keeps a hidden state of its own batch: at the coverage tool's
+    gate batch its forward fails, and the families' traces say "not this one" instead of
+    crashing the match."""
+    import hints
+    from engine.problems.sizing import with_tiny_batch
+    from hints.core.dataflow import trace_graph
+
+    path = tmp_path / "stateful.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        batch_size = 8
+        features = 256
+
+        class Model(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.hidden = torch.randn(batch_size, features)
+
+            def forward(self, x):
+                self.hidden = torch.tanh(x.sum(dim=1, keepdim=True) + self.hidden)
+                return self.hidden
+
+        def get_inputs():
+            return [torch.randn(batch_size, features)]
+
+        def get_init_inputs():
+            return [features]
+    """)
+    )
+    problem = with_tiny_batch(load_problem(str(path)), 2)
+    traced = [trace_graph(problem, size) for size in problem.sizes]
+    assert any(g is None for g in traced) and any(g is not None for g in traced)
+    hints.match_problem(problem)  # no family's trace raises

@@ -99,7 +99,8 @@ class DataflowRecorder(TorchFunctionMode):
 
 
 def trace_graph(problem, size=None) -> Graph | None:
-    """The dataflow of Model.forward at `size` (default: the smallest), on the meta device."""
+    """The dataflow of Model.forward at `size` (default: the smallest), on the meta device; None
+    where the Model does not run there."""
     with on_meta(problem, size) as (_, model, inputs):
         names = list(inspect.signature(model.forward).parameters)
         if len(names) != len(inputs):
@@ -108,8 +109,11 @@ def trace_graph(problem, size=None) -> Graph | None:
         leaves += [(f"self.{n}", t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
         leaves = [(n, t) for n, t in leaves if isinstance(t, torch.Tensor)]
         known = {id(t): i for i, (_, t) in enumerate(leaves)}
-        with DataflowRecorder(known, len(leaves)) as recorder:
-            out = model(*inputs)
+        try:
+            with DataflowRecorder(known, len(leaves)) as recorder:
+                out = model(*inputs)
+        except RuntimeError:  # the Model cannot run at this size (a state sized for another)
+            return None
     output = known.get(id(out)) if isinstance(out, torch.Tensor) else None
     return Graph(
         tuple((n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in leaves),

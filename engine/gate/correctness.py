@@ -35,7 +35,7 @@ class Reference:
     ref64: list[torch.Tensor]
     expected: list[torch.Tensor]
     torch_error: float
-    ref_print: tuple[float, ...] = ()
+    ref_print: tuple[float, ...]
 
 
 def as_list(out) -> list:

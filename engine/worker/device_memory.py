@@ -35,14 +35,15 @@ def host_available_bytes() -> int:
     return int(fields["MemAvailable"].split()[0]) * 1024
 
 
+def cuda_free_bytes() -> int:
+    """Free memory on the current GPU, after returning this process's cached blocks."""
+    torch.cuda.empty_cache()
+    return torch.cuda.mem_get_info()[0]
+
+
 def free_bytes(device: str) -> int:
-    """What the device has free for this evaluation: on cuda after handing this process's
-    cached blocks back, less the reserve the user keeps."""
-    if device == "cuda":
-        torch.cuda.empty_cache()
-        free = torch.cuda.mem_get_info()[0]
-    else:
-        free = host_available_bytes()
+    """What the device has free for this evaluation, less the reserve the user keeps."""
+    free = cuda_free_bytes() if device == "cuda" else host_available_bytes()
     return free - int(settings.value(DEVICE_RESERVE_GB) * (1 << 30))
 
 
@@ -50,10 +51,10 @@ def tensor_bytes(values) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
-def reference_to_host(device: str, in_bytes: int, out_bytes: int, free: int) -> bool:
-    """Whether a float64 reference just computed on `device` waits in host memory: a checked
+def reference_to_host(in_bytes: int, out_bytes: int, free: int) -> bool:
+    """Whether a float64 reference just computed on the GPU waits in host memory: a checked
     call on inputs and outputs of these sizes would not fit in `free` beside it."""
-    return device == "cuda" and free < CALL_COPIES * (in_bytes + out_bytes) + MARGIN_BYTES
+    return free < CALL_COPIES * (in_bytes + out_bytes) + MARGIN_BYTES
 
 
 def input_sets_that_fit(wanted: int, in_bytes: int, out_bytes: int, free: int) -> int:

@@ -218,10 +218,11 @@ class Evaluation:
         """The reference, its float64 part moved to host memory where a checked call would not
         fit beside it on the device (engine.worker.device_memory)."""
         reference = compute_reference(model, make_inputs(problem, size.params, seed, self.device))
+        if self.device != "cuda":  # the device is host memory
+            return reference
         in_bytes = device_memory.tensor_bytes(reference.inputs)
         out_bytes = device_memory.tensor_bytes(reference.expected)
-        free = device_memory.free_bytes(self.device)
-        if device_memory.reference_to_host(self.device, in_bytes, out_bytes, free):
+        if device_memory.reference_to_host(in_bytes, out_bytes, device_memory.free_bytes("cuda")):
             reference.ref64 = [r.cpu() for r in reference.ref64]
             self.note(f"the float64 reference at {size.label} waited in host memory")
         return reference
@@ -350,9 +351,11 @@ class Evaluation:
         """The timing's input sets, as many of those it asks for as fit in the device's memory
         (engine.worker.device_memory)."""
         first = make_inputs(problem, size.params, timing.seed, self.device)
+        wanted = max(1, timing.input_sets)
+        if wanted == 1:
+            return [first]
         with torch.no_grad():
             out_bytes = device_memory.tensor_bytes(as_list(model(*first)))
-        wanted = max(1, timing.input_sets)
         fit = device_memory.input_sets_that_fit(wanted, device_memory.tensor_bytes(first),
                                                 out_bytes, device_memory.free_bytes(self.device))
         if fit < wanted:

@@ -28,6 +28,7 @@ import torch
 
 from engine import settings
 from engine.gate.correctness import Reference
+from engine.worker.device_memory import cuda_free_bytes, tensor_bytes
 
 GPU_SHARE = 0.25  # of the device's memory, on cuda, for the banks of every judge sharing it
 # Of the device's memory, what banks leave free (counting every process's use) for the
@@ -87,12 +88,6 @@ class Entry:
     on_host: bool = False
 
 
-def cuda_free_bytes() -> int:
-    """Free memory on the current GPU, after returning this process's cached blocks."""
-    torch.cuda.empty_cache()
-    return torch.cuda.mem_get_info()[0]
-
-
 class ReferenceBank:
     def __init__(self, device: str, device_bytes: int | None = None, host_bytes: int = HOST_BYTES,
                  free_bytes=None, reserve_bytes: int | None = None):  # fmt: skip
@@ -125,7 +120,7 @@ class ReferenceBank:
             self.counts["corrupt"] += 1
         self.counts["misses"] += 1
         reference = compute()
-        nbytes = sum(t.numel() * t.element_size() for t in tensors(reference))
+        nbytes = tensor_bytes(tensors(reference))
         if nbytes <= self.device_bytes // 4:
             self.entries[key] = Entry(reference, checksum(reference), nbytes)
             self._fit()

@@ -8,12 +8,14 @@ import socket
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cli import CLI, kernelbrain_process
 
-from engine.backends.ray_fleet import LOCAL, RayDevice, connect
+from engine.backends.ray_fleet import LOCAL, DeviceActor, RayDevice, connect
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import load_problem
 from engine.session_files import SessionPaths, read_events
@@ -123,6 +125,19 @@ def test_a_cpu_actor_judges_as_a_local_device_and_keeps_secrets_from_candidates(
         device.close()
     assert leak.reason == "launch_error"
     assert CANARY not in leak.message
+
+
+def test_an_actor_writes_each_problem_once_while_a_prepare_and_an_evaluation_ask_at_once():
+    """The actor serves two calls at once (a prepare beside an evaluation): problems that
+    arrive together each get their own file, and a problem asked for twice is written once."""
+    actor = DeviceActor("sim")
+    softmax = load_problem("softmax")
+    problems = [replace(softmax, source=f"{softmax.source}\n# variant {i}\n") for i in range(64)]
+    with ThreadPoolExecutor(8) as pool:
+        written = list(pool.map(actor.local, problems + problems))
+    assert len({p.path for p in written}) == len(problems)
+    assert all(p.path.read_text() == p.source for p in written)
+    assert [p.path for p in written[: len(problems)]] == [p.path for p in written[len(problems) :]]
 
 
 def free_port() -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,6 +99,7 @@ class DeviceActor:
             self.backend = LocalBackend(device=backend, gpu=gpu)
         self.folder = Path(tempfile.mkdtemp(prefix="kb-ray-problem-"))
         self.problems: dict[str, Problem] = {}
+        self.problems_lock = threading.Lock()  # a prepare and an evaluation arrive at once
 
     def describe(self) -> dict:
         """Where this actor runs (node id, process id), and its backend's traits."""
@@ -112,13 +114,13 @@ class DeviceActor:
 
     def local(self, problem: Problem) -> Problem:
         """`problem` with its file written on this node (the engine's path may not exist here)."""
-        known = self.problems.get(problem.source)
-        if known is None or known.allowed_torch_ops != problem.allowed_torch_ops:
-            path = self.folder / f"problem{len(self.problems)}" / problem.path.name
-            path.parent.mkdir()
-            path.write_text(problem.source)
-            known = self.problems[problem.source] = replace(problem, path=path)
-        return known
+        with self.problems_lock:
+            known = self.problems.get(problem.source)
+            if known is None or known.allowed_torch_ops != problem.allowed_torch_ops:
+                path = Path(tempfile.mkdtemp(prefix="problem", dir=self.folder)) / problem.path.name
+                path.write_text(problem.source)
+                known = self.problems[problem.source] = replace(problem, path=path)
+            return known
 
     def evaluate(self, problem: Problem, job: EvalJob) -> EvalResult:
         return self.backend.evaluate(self.local(problem), job)

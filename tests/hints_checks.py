@@ -10,16 +10,10 @@ from pathlib import Path
 
 from engine.backends.local import LocalBackend
 from engine.problems import Problem, Size, load_problem
-from engine.problems.sizing import with_tiny_batch
+from engine.problems.tiny_batch import GATE_BATCH, with_tiny_batch
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
 UNSEEN_MM = Path(__file__).parent / "problems_unseen_mm"
-# The batch a KernelBench convolution, pooling or staged chain is checked at: the interpreter's
-# time grows with it (a loop over the same code: 93_ConvTranspose2d's direct kernel takes 26.6 s
-# at its derived tiny batch of 16, 3.2 s at 2), and two samples still show a batch stride gone
-# wrong. Not for every file: some tie other shapes to the batch (100_HingeLoss), and at fewer
-# outputs PyTorch's own error, the tolerance's base, is smaller.
-GATE_BATCH = 2
 
 
 @functools.cache
@@ -32,7 +26,10 @@ def cpu_gate() -> LocalBackend:
 
 def with_gate_batch(problem: Problem) -> Problem:
     """`problem` with the `batch_size` of its derived tiny sizes cut to GATE_BATCH: its
-    candidates are rendered for the sizes it then has, and checked at its smallest."""
+    candidates are rendered for the sizes it then has, and checked at its smallest. For a
+    KernelBench convolution, pooling or staged chain; not for every file: some tie other shapes
+    to the batch (100_HingeLoss), and at fewer outputs PyTorch's own error, the tolerance's
+    base, is smaller."""
     return with_tiny_batch(problem, GATE_BATCH)
 
 

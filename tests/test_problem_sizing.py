@@ -4,6 +4,7 @@ said to the user, so that the interpreter finishes in seconds instead of never."
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 from engine.problems import load_problem
@@ -126,12 +127,58 @@ def test_halving_the_largest_size_when_no_single_cut_leaves_the_pooling_chain_a_
     assert len(shape) == 5 and min(shape) >= 1
 
 
-def test_a_model_whose_state_fixes_the_batch_is_not_traced_at_another(tmp_path):
-    """KernelBench's VanillaRNN keeps a hidden state of its own batch: at the coverage tool's
-    gate batch its forward fails, and the families' traces say "not this one" instead of
-    crashing the match."""
+def test_a_list_of_layer_sizes_is_cut_with_the_constants(tmp_path):
+    """KernelBench's ShallowWideMLP keeps its hidden widths in a list: left whole, its tiny
+    size held two 32768x32768 weights (8 GiB), and the gate's process was killed for memory."""
+    path = tmp_path / "wide_mlp.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        batch_size = 128
+        input_size = 16384
+        hidden_layer_sizes = [32768, 32768]
+        output_size = 16384
+
+        class Model(nn.Module):
+            def __init__(self, input_size, hidden_layer_sizes, output_size):
+                super().__init__()
+                sizes = [input_size, *hidden_layer_sizes, output_size]
+                self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+
+        def get_inputs():
+            return [torch.rand(batch_size, input_size)]
+
+        def get_init_inputs():
+            return [input_size, hidden_layer_sizes, output_size]
+    """)
+    )
+    problem = load_problem(str(path))
+    scaled = problem.tier("tiny")[0].params["module_globals"]
+    assert type(scaled["hidden_layer_sizes"]) is list
+    cut = 16384 // scaled["input_size"]
+    assert cut > 1 and scaled["hidden_layer_sizes"] == [32768 // cut, 32768 // cut]
+    assert "hidden_layer_sizes [32768, 32768] -> " in problem.derived_tiny
+    module = import_module_from(problem.path, "problem")
+    assert module.hidden_layer_sizes == [32768, 32768]  # the module's own list is left whole
+
+
+def test_a_model_whose_state_fixes_the_batch_keeps_its_batch_and_is_not_traced_at_another(
+    tmp_path,
+):
+    """KernelBench's VanillaRNN builds its hidden state from the module's batch_size, outside the
+    size's call: the gate batch leaves such a size as it was (else every candidate's check
+    crashes in the reference), and the families' traces say "not this one" at a batch where the
+    Model cannot run instead of crashing the match."""
     import hints
-    from engine.problems.sizing import with_tiny_batch
+    from engine.problems.tiny_batch import with_tiny_batch
+    from engine.runner.calls import MODULE_GLOBALS
     from hints.core.dataflow import trace_graph
 
     path = tmp_path / "stateful.py"
@@ -159,7 +206,13 @@ def test_a_model_whose_state_fixes_the_batch_is_not_traced_at_another(tmp_path):
             return [features]
     """)
     )
-    problem = with_tiny_batch(load_problem(str(path)), 2)
-    traced = [trace_graph(problem, size) for size in problem.sizes]
-    assert any(g is None for g in traced) and any(g is not None for g in traced)
-    hints.match_problem(problem)  # no family's trace raises
+    problem = load_problem(str(path))
+    assert with_tiny_batch(problem, 2) == problem
+    (tiny,) = problem.tier("tiny")
+    at_two = replace(
+        tiny, params={MODULE_GLOBALS: {**tiny.params[MODULE_GLOBALS], "batch_size": 2}}
+    )
+    assert trace_graph(problem, at_two) is None and trace_graph(problem, tiny) is not None
+    hints.match_problem(
+        replace(problem, sizes=(*problem.sizes, at_two))
+    )  # no family's trace raises

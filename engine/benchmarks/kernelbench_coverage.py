@@ -18,11 +18,8 @@ from engine.bench.kernelbench import expand_folder
 from engine.generate.base import GenerationRequest, GeneratorError
 from engine.generate.offline import OfflineGenerator
 from engine.problems import ProblemError, load_problem
-from engine.problems.sizing import with_tiny_batch
+from engine.problems.tiny_batch import GATE_BATCH, with_tiny_batch
 
-# The batch a file is gated at: the interpreter's time grows with it, and two samples still
-# show a batch stride gone wrong (tests/hints_checks.py checks the families at the same).
-GATE_BATCH = 2
 GATE_TRIES = 4  # the offline generator's first proposals, as a search's first round would try
 
 

@@ -1,8 +1,8 @@
 """Tiny sizes for a KernelBench file without SIZES, so that Triton's interpreter can run it.
 
 Such a file reads its sizes from module constants (`batch_size = 16`, `dim = 16384`, and tuples
-of them such as `input_shape = (32768,)`) when
-`get_inputs` and `get_init_inputs` run. The tiny size divides every constant of at least
+or lists of them such as `input_shape = (32768,)` and `hidden_layer_sizes = [32768, 32768]`)
+when `get_inputs` and `get_init_inputs` run. The tiny size divides every constant of at least
 `SCALABLE_MIN` by one power of two (small ones, which tend to be kernel sizes, strides or
 dimension indices, stay), the most that leaves the inputs at least `MIN_ELEMENTS` elements and
 the reference running for real on the cpu with a non-empty output. Where no cut of the
@@ -11,8 +11,6 @@ constants does, sizes written inline in get_inputs (engine.problems.literal_size
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
 from types import ModuleType
 
 import torch
@@ -29,15 +27,16 @@ FACTORS = tuple(2**k for k in range(14, 0, -1))  # tried from the biggest cut do
 
 
 def scalable(value) -> bool:
-    if type(value) is tuple:
+    if type(value) in (tuple, list):
         return all(type(v) is int for v in value) and any(v >= SCALABLE_MIN for v in value)
     return type(value) is int and value >= SCALABLE_MIN
 
 
 def scaled(value, factor: int):
-    """An int constant divided by `factor` (not below SMALLEST_CONSTANT); a tuple's big ones."""
-    if type(value) is tuple:
-        return tuple(scaled(v, factor) if v >= SCALABLE_MIN else v for v in value)
+    """An int constant divided by `factor` (not below SMALLEST_CONSTANT); a tuple's or a list's
+    big ones."""
+    if type(value) in (tuple, list):
+        return type(value)(scaled(v, factor) if v >= SCALABLE_MIN else v for v in value)
     return max(SMALLEST_CONSTANT, value // factor)
 
 
@@ -125,7 +124,7 @@ def uniform_cut(module: ModuleType, constants: dict) -> dict | None:
 
 
 def largest(value) -> int:
-    return max(value) if type(value) is tuple else value
+    return max(value) if type(value) in (tuple, list) else value
 
 
 def halved(module: ModuleType, values: dict) -> dict | None:
@@ -148,21 +147,3 @@ def halving_cut(module: ModuleType, constants: dict) -> dict | None:
         values = smaller
     changed = {n: v for n, v in values.items() if v != constants[n]}
     return changed if fits(module, values) else None
-
-
-def with_tiny_batch(problem, batch: int):
-    """`problem` with `batch_size` set to `batch` in its derived tiny sizes (where the file has a
-    module-level batch_size; also where the derivation left a small batch as it was): the
-    interpreter's time grows with the batch, and two samples still show a batch stride gone
-    wrong."""
-    if not re.search(r"^batch_size\s*=", problem.source, re.MULTILINE):
-        return problem
-
-    def cut(size: Size) -> Size:
-        constants = size.params.get(MODULE_GLOBALS)
-        if size.tier != "tiny" or constants is None:
-            return size
-        params = {**size.params, MODULE_GLOBALS: {**constants, "batch_size": batch}}
-        return replace(size, params=params)
-
-    return replace(problem, sizes=tuple(map(cut, problem.sizes)))

@@ -3,6 +3,7 @@
 import textwrap
 
 import pytest
+import torch
 
 from engine.problems import ProblemError, builtin_names, load_problem
 
@@ -70,3 +71,35 @@ def test_malformed_file_has_a_clear_error(tmp_path, change, words):
 def test_unknown_name():
     with pytest.raises(ProblemError, match="give a built-in name"):
         load_problem("no_such_problem")
+
+
+@pytest.mark.parametrize(
+    ("patches", "replaced", "computes"),
+    [
+        ("x.unfold(2, 4, 4).unfold(3, 4, 4)", False, False),  # a view of the image's patches
+        ("torch.nn.functional.unfold(x, 4, stride=4)", True, True),  # im2col copies and gathers
+    ],
+)
+def test_tensor_unfold_is_a_view_and_the_functional_unfold_computes(
+    tmp_path, patches, replaced, computes
+):
+    """A vision transformer cuts its image into patches with Tensor.unfold: ModelNew may do the
+    same (a view), while F.unfold stays the operator a problem that calls it replaces."""
+    from engine.gate.correctness import CandidateRejected
+    from engine.gate.torch_use import check_torch_use
+    from engine.runner.guards import guarded_call
+
+    source = GOOD.replace("torch.relu(x)", f"({patches}).sum()").replace("(4, 4)", "(1, 2, 8, 8)")
+    problem = load_problem(write(tmp_path, source))
+    assert ("unfold" in problem.replaces) == replaced and "sum" in problem.replaces
+
+    class Patches(torch.nn.Module):
+        def forward(self, x):
+            return eval(patches).contiguous()
+
+    _, ops = guarded_call(Patches(), [torch.randn(1, 2, 8, 8)], "nan")
+    if computes:
+        with pytest.raises(CandidateRejected, match="torch_compute|computed with torch"):
+            check_torch_use(ops, replaced=frozenset({"sum"}), allowed=frozenset())
+    else:
+        check_torch_use(ops, replaced=frozenset({"sum"}), allowed=frozenset())

@@ -6,15 +6,16 @@ from __future__ import annotations
 from engine.gate.correctness import CandidateRejected
 
 # aten operators that allocate, fill with a constant, view, reshape or permute, or copy for
-# layout (`.contiguous()`); none of them computes values from tensor data.
+# layout (`.contiguous()`); none of them computes values from tensor data. (aten's `unfold` is
+# Tensor.unfold's view; F.unfold is `im2col`.)
 LAYOUT_ATEN_OPS = frozenset(
     """
     empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros
     ones ones_like new_ones full full_like new_full fill fill_ zero zero_ arange scalar_tensor
     lift_fresh lift_fresh_copy view _unsafe_view view_as reshape _reshape_alias permute
     transpose transpose_ t t_ expand expand_as unsqueeze unsqueeze_ squeeze squeeze_ flatten
-    unflatten movedim as_strided select slice narrow unbind split split_with_sizes chunk detach
-    alias clone copy_ contiguous
+    unflatten unfold movedim as_strided select slice narrow unbind split split_with_sizes chunk
+    detach alias clone copy_ contiguous
     """.split()
 )
 

@@ -20,6 +20,9 @@ LAYOUT_OPS = frozenset(
     """.split()
 )
 
+# Tensor methods that view; the functions of the same name compute (F.unfold is im2col).
+VIEW_METHODS = frozenset({torch.Tensor.unfold})
+
 # Names that compute the same thing: calling any member replaces the whole class.
 EQUIVALENT_OPS = (
     frozenset("matmul mm bmm mv addmm addmv baddbmm linear einsum tensordot dot inner".split()),
@@ -126,7 +129,7 @@ class OperatorRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         op = canonical_op(func)
-        if op not in LAYOUT_OPS:
+        if op not in LAYOUT_OPS and func not in VIEW_METHODS:
             # Operands in the order of the math they compute: `2.0 - x` is sub(2.0, x).
             operands = (args[1], args[0], *args[2:]) if is_reflected(func) else tuple(args)
             self.calls.append(

@@ -204,3 +204,17 @@ def test_a_judge_short_of_memory_for_its_own_buffers_asks_again_and_blames_no_ca
         assert backend.evaluate(relu, replace(job, candidate_id="m2")).passed
     finally:
         backend.close()
+
+
+def test_an_operator_bound_in_setup_and_called_in_forward_is_refused(backend, softmax):
+    """Attack on the static check's leave for setup code: bind torch.softmax in __init__ and
+    call it in forward. The run-time record of forward's operators refuses it."""
+    attack = source("softmax_valid").replace(
+        "super().__init__()", "super().__init__()\n        self.op = torch.softmax"
+    )
+    attack = attack.replace(
+        "x = x.contiguous()\n", "return self.op(x, 1)\n        x = x.contiguous()\n", 1
+    )
+    result = backend.check(softmax, attack)
+    assert result.reason == "calls_replaced_operator", result.message
+    assert "softmax" in result.message

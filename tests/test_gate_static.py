@@ -187,8 +187,10 @@ def test_native_code_and_tritons_build_internals_are_refused(softmax, line, head
     "line, header",
     [
         ("p = triton.runtime.driver.active.utils.get_device_properties(0)", ""),
-        ("p = driver.active.utils.get_device_properties(0)['max_shared_mem']",
-         "from triton.runtime import driver"),  # fmt: skip
+        (
+            "p = driver.active.utils.get_device_properties(0)['max_shared_mem']",
+            "from triton.runtime import driver",
+        ),  # fmt: skip
         ("t = triton.runtime.driver.active.get_current_target()", ""),
         ("d = triton.runtime.driver.active.get_active_torch_device()", ""),
         ("pass", "from triton.compiler.errors import CompilationError"),
@@ -251,3 +253,15 @@ def test_pytorch_error_counts_as_at_least_one_rounding_of_the_output():
 def test_strict_judges_fp32_inputs_by_the_fp32_tolerance(policy, dtype, precision, expected):
     spec = load_problem("linear_relu_div").tolerance
     assert gate_tolerance(spec, policy, dtype, precision, torch_error=1e-9) == expected
+
+
+def test_setup_code_may_use_the_replaced_operator(softmax):
+    """Swin's ModelNew builds its logit scale with `torch.log` in __init__, as its Model does:
+    setup is not the work being replaced (what forward reaches is checked at run time,
+    test_gate_candidates.py::test_an_operator_bound_in_setup_and_called_in_forward_is_refused)."""
+    source = VALID.replace(
+        "super().__init__()",
+        "super().__init__()\n        self.scale = torch.softmax(torch.ones(4), 0)",
+    )
+    assert static_check(softmax, source) is None
+    assert static_check(softmax, with_forward_line("x = torch.softmax(x, 1)")) is not None

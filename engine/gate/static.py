@@ -143,6 +143,14 @@ class _Scan:
         self.in_kernel = {
             id(inner) for k in self.kernels.values() for inner in ast.walk(k) if inner is not k
         }
+        # setup code: a ModelNew may build its parameters with the replaced operator (Swin's
+        # `torch.log` of its logit scale); what forward reaches is checked at run time
+        self.in_init = {
+            id(inner)
+            for node in self.nodes
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+            for inner in ast.walk(node)
+        }
         # nodes that a longer attribute chain goes on from, and nodes that are called
         self.inner = {id(n.value) for n in self.nodes if isinstance(n, ast.Attribute)}
         self.called = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)}
@@ -231,7 +239,7 @@ class _Scan:
 
     def replaced_calls(self, replaced: frozenset[str]) -> Rejection | None:
         for node in self.nodes:
-            if id(node) in self.in_kernel:
+            if id(node) in self.in_kernel or id(node) in self.in_init:
                 continue
             op = self._torch_op(node) or self._method_op(node)
             if op and canonical_op(op.split(".")[-1]) in replaced:

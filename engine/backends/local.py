@@ -143,6 +143,7 @@ class LocalBackend:
             "sizes": tuple(SizeSpec(s.label, s.params) for s in sizes),
             "replaces": tuple(problem.replaces),
             "tolerance": problem.tolerance,
+            "operators": problem.operators,
             "precision_policy": problem.precision_policy,
             "allowed_torch_ops": tuple(problem.allowed_torch_ops),
             "check_seeds": tuple(check_seeds),
@@ -207,10 +208,15 @@ class LocalBackend:
         """Gate (when job.check) and time; `sizes` overrides the rung's (the check command)."""
         sizes = sizes or self.sizes_for(problem, job.rung.size_labels)
         model_seed, seeds, recheck_seed = job_seeds(job)
-        timing = TimingPlan(seed=job.seed + TIMING_SEED_OFFSET, recheck_seed=recheck_seed,
-                            warmup=job.rung.warmup, reps=job.rung.reps,
-                            input_sets=job.rung.input_sets, interleave=job.rung.interleave,
-                            precision=job.rung.precision)
+        timing = TimingPlan(
+            seed=job.seed + TIMING_SEED_OFFSET,
+            recheck_seed=recheck_seed,
+            warmup=job.rung.warmup,
+            reps=job.rung.reps,
+            input_sets=job.rung.input_sets,
+            interleave=job.rung.interleave,
+            precision=job.rung.precision,
+        )
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
@@ -245,9 +251,14 @@ class LocalBackend:
             spent = _add(spent, result.gpu_seconds)
             return result
 
-        known_good = replace(request, source=faults.KNOWN_GOOD_SOURCE, check_seeds=(),
-                             timing=None, runner=FRESH,
-                             triton_cache=self._triton_cache(faults.KNOWN_GOOD_SOURCE))
+        known_good = replace(
+            request,
+            source=faults.KNOWN_GOOD_SOURCE,
+            check_seeds=(),
+            timing=None,
+            runner=FRESH,
+            triton_cache=self._triton_cache(faults.KNOWN_GOOD_SOURCE),
+        )
         result = faults.judged(lambda: ask(request), lambda: ask(known_good), self.backoff)
         result.gpu_seconds = spent
         return result

@@ -196,11 +196,14 @@ def fingerprint(outputs: list[torch.Tensor]) -> tuple[float, ...]:
     return tuple(prints)
 
 
-def check_error(outputs, reference: Reference, tolerance_spec, policy: str, precision: str):
-    """(error, tolerance) when the outputs are within the tolerance; raises wrong_output else."""
+def check_error(outputs, reference: Reference, request, policy: str, precision: str):
+    """(error, tolerance) when the outputs are within the tolerance of the judge's `request`;
+    raises wrong_output else."""
     error = max(normalized_error(o, r) for o, r in zip(outputs, reference.ref64, strict=True))
     dtype = str(reference.expected[0].dtype).removeprefix("torch.")
-    tolerance = gate_tolerance(tolerance_spec, policy, dtype, precision, reference.torch_error)
+    tolerance = gate_tolerance(
+        request.tolerance, policy, dtype, precision, reference.torch_error, request.operators
+    )
     if not error <= tolerance:
         raise CandidateRejected(
             "wrong_output",

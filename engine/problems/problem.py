@@ -57,6 +57,11 @@ class Problem:
             f"constants ({self.derived_tiny}); timings on cpu mean nothing"
         )
 
+    @property
+    def operators(self) -> int:
+        """Compute operator calls in the Model's forward, at its largest size's trace."""
+        return max((len(calls) for calls in self.calls.values()), default=1)
+
     def tier(self, tier: str) -> list[Size]:
         return [s for s in self.sizes if s.tier == tier]
 

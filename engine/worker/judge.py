@@ -249,9 +249,7 @@ class Evaluation:
                 "from this call's inputs, never from a cache",
             )
         precision = self.precision(reference.inputs)
-        error, tolerance = check_error(
-            outputs, reference, self.request.tolerance, self.policy, precision
-        )
+        error, tolerance = check_error(outputs, reference, self.request, self.policy, precision)
         self.errors.append((error, tolerance))
         self.precisions.append(precision)
         return print_, reference_print
@@ -356,11 +354,17 @@ class Evaluation:
             return [first]
         with torch.no_grad():
             out_bytes = device_memory.tensor_bytes(as_list(model(*first)))
-        fit = device_memory.input_sets_that_fit(wanted, device_memory.tensor_bytes(first),
-                                                out_bytes, device_memory.free_bytes(self.device))
+        fit = device_memory.input_sets_that_fit(
+            wanted,
+            device_memory.tensor_bytes(first),
+            out_bytes,
+            device_memory.free_bytes(self.device),
+        )
         if fit < wanted:
-            self.note(f"timed over {fit} of {wanted} input sets at {size.label}: the device's "
-                      "free memory holds no more")
+            self.note(
+                f"timed over {fit} of {wanted} input sets at {size.label}: the device's "
+                "free memory holds no more"
+            )
         return [first] + [make_inputs(problem, size.params, timing.seed + k, self.device)
                           for k in range(1, fit)]  # fmt: skip
 
@@ -427,7 +431,8 @@ class Evaluation:
             verdict.message = sanitize(
                 f"the candidate changed the runner's process-wide state ({', '.join(changed[:6])})"
                 ", which every later candidate would inherit: leave torch's settings, the "
-                "environment and installed functions as the module found them")
+                "environment and installed functions as the module found them"
+            )
         return not changed
 
     def verdict(self, passed: bool, reason=None, message="", samples=None) -> Verdict:

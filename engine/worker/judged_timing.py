@@ -159,8 +159,10 @@ class JudgeClock:
         torch_error = max(normalized_error(e, r) for e, r in zip(expected, picked, strict=True))
         dtype = str(expected[0].dtype).removeprefix("torch.")
         precision = self.job.precision(self.input_sets[set_index])
-        here = gate_tolerance(self.job.request.tolerance, self.job.policy, dtype,
-                              precision, torch_error)  # fmt: skip
+        request = self.job.request
+        here = gate_tolerance(
+            request.tolerance, self.job.policy, dtype, precision, torch_error, request.operators
+        )
         return max([here] + [tolerance for _, tolerance in self.job.errors])
 
     def run(self) -> dict:

@@ -45,6 +45,7 @@ class JudgeRequest:
     sizes: tuple[SizeSpec, ...]
     replaces: tuple[str, ...] = ()
     tolerance: float | dict | None = None
+    operators: int = 1  # compute operators in the Model's forward: the roundings a kernel may add
     precision_policy: str = "strict"
     allowed_torch_ops: tuple[str, ...] = ()
     check_seeds: tuple[int, ...] = ()

@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
+from torch.overrides import TorchFunctionMode
 
 from engine.gate.precision import gate_tolerance
 from engine.runner.calls import call_with_size
@@ -103,7 +105,29 @@ def _float64_on(model, inputs: list, device: str | None) -> list[torch.Tensor]:
     moved = [x.to(device) if isinstance(x, torch.Tensor) and device else x for x in inputs]
     inputs64 = [x.double() if _is_float(x) else x for x in moved]
     with torch.no_grad():
-        return [o.double() for o in as_list(model64(*inputs64))]
+        try:
+            return [o.double() for o in as_list(model64(*inputs64))]
+        except RuntimeError:
+            with UpcastOperands():  # the float32 tensors that `.to(float64)` cannot reach
+                return [o.double() for o in as_list(model64(*inputs64))]
+
+
+class UpcastOperands(TorchFunctionMode):
+    """Every operator takes its float operands in float64: for a Model whose forward makes
+    float32 tensors of its own (an LSTM's `torch.randn` initial state) or reaches modules that a
+    copy does not (minGPT's MLP, a lambda closed over the original's layers). The tensor an
+    in-place operator writes keeps its dtype, so that the write lands."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        in_place = getattr(func, "__name__", "").endswith("_") and args
+        first, rest = (args[:1], args[1:]) if in_place else ((), args)
+        rest, kwargs = pytree.tree_map(_to_float64, (rest, kwargs))
+        return func(*first, *rest, **kwargs)
+
+
+def _to_float64(x):
+    return x.double() if _is_float(x) and x.dtype != torch.float64 else x
 
 
 def compute_reference(model, inputs: list) -> Reference:

@@ -16,6 +16,10 @@ ACTIVITIES = CPU_ACTIVITIES + GPU_ACTIVITIES
 # The reason of a result that judged nothing: the machine failed (a judge or runner that cannot
 # start, memory exhausted, a lost GPU), not the candidate. Never recorded against a candidate.
 MACHINE_FAULT = "machine_fault"
+# The reason of a result that judged nothing because the problem's own Model failed on its inputs
+# (a size its hidden state does not fit, a matrix its factorization refuses): the problem's
+# fault, not the candidate's; never recorded against a candidate, and the search pauses.
+REFERENCE_FAILED = "reference_failed"
 
 
 def normalized_source(source: str) -> str:
@@ -107,6 +111,11 @@ class EvalResult:
     def machine_fault(self) -> bool:
         """Whether the machine failed before the candidate could be judged (MACHINE_FAULT)."""
         return self.reason == MACHINE_FAULT
+
+    @property
+    def not_the_candidates(self) -> bool:
+        """Whether the result judged nothing for a fault of the machine's or the problem's."""
+        return self.reason in (MACHINE_FAULT, REFERENCE_FAILED)
 
     def to_dict(self) -> dict:
         return asdict(self)

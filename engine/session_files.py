@@ -37,6 +37,7 @@ EVENT_KINDS = (
     "evaluated",
     "rerun",
     "machine_fault",
+    "reference_failed",
     "paused",
     "census",
     "fidelity",

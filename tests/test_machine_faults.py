@@ -223,3 +223,65 @@ def test_a_machine_fault_is_asked_again_with_backoff_then_reported():
     gaps = [b - a for a, b in zip(waits, waits[1:], strict=False)]
     assert len(gaps) == 3 and gaps[0] >= 0.01 and all(g >= 0.02 for g in gaps[1:])
     assert time.monotonic() - started < 1.0
+
+
+FAILING_MODEL = """
+import torch
+import torch.nn as nn
+
+batch_size = 16
+dim = 64
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.device.type != "meta":  # traced on meta, failing on every real input
+            raise RuntimeError("this Model runs on the meta device only")
+        return torch.softmax(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_model_that_fails_on_its_own_inputs_is_the_problems_fault_and_pauses_at_once(tmp_path):
+    """KernelBench's VanillaRNN at another batch and minGPT's block (before its float64 fix) made
+    every candidate's check a `crash`: the judge died computing the reference. The verdict now
+    names the problem, charges no candidate, and the search pauses at once, saying what to fix."""
+    problem_file = tmp_path / "failing.py"
+    problem_file.write_text(FAILING_MODEL)
+    backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
+    try:
+        job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
+                      RungSpec(0, ("default",), 1, 2, input_sets=1), seed=1)  # fmt: skip
+        result = backend.evaluate(load_problem(str(problem_file)), job)
+    finally:
+        backend.close()
+    assert result.reason == "reference_failed", result.message
+    assert "the problem's Model raised on its own inputs at default" in result.message
+    assert "runs on the meta device only" in result.message
+
+    paths = SessionPaths(tmp_path / "s")
+    settings = SessionSettings(str(problem_file), "cpu", seed=0, limits={"evaluations": 2})
+    create_session(paths, settings)
+    engine = resume_session(paths)
+    try:
+        engine.start()
+        for _ in range(4):
+            engine.step()
+            if engine.search.schedule.state == "paused":
+                break
+    finally:
+        engine.close()
+        engine.lock.release()
+        engine.store.close()
+    paused = read_snapshot(paths)
+    assert paused["state"] == "paused" and paused["ledger"]["evaluations"] == 0
+    assert "runs on the meta device only" in paused["pause_reason"]
+    assert "Fix the problem file" in paused["pause_reason"]
+    assert len(events(paths, "reference_failed")) == 1 and not events(paths, "rejected")

@@ -103,6 +103,8 @@ def run(args) -> int:
         )
     elif result.machine_fault:
         print(f"not judged: the machine failed, not the candidate: {result.message}")
+    elif result.not_the_candidates:
+        print(f"not judged: {result.message}; fix the problem file (its Model or its sizes)")
     else:
         print(f"rejected ({result.reason}): {result.message}")
         print(f"seed {seed} (repeat with --seed {seed}); sizes {sizes}")

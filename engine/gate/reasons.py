@@ -20,6 +20,8 @@ REASONS = {
     "out_of_memory": "a run ran out of memory",
     "machine_fault": "not the candidate's: the machine failed (a judge or runner that cannot "
     "start, the judge's memory, a lost GPU); retried, then the search pauses, never rejects",
+    "reference_failed": "not the candidate's: the problem's own Model failed on its inputs; the "
+    "search pauses, never rejects",
     "illegal_memory_access": "a kernel accessed memory it does not own (CUDA error)",
     "wrong_output": "the output differs from the float64 reference beyond the tolerance",
     "nan_output": "the output holds NaN or Inf",

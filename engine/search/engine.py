@@ -281,7 +281,7 @@ class Engine:
         for note in done.notes:
             search.event(write, "rerun", note, done.slot.cid)
         stored = done.slot.to_list()
-        if stored in schedule.inflight and done.result.machine_fault:
+        if stored in schedule.inflight and done.result.not_the_candidates:
             search.machine_fault(write, done.slot, done.result, self.paths.name)
         elif stored in schedule.inflight:  # else vetoed while it ran: nothing to record
             schedule.inflight.remove(stored)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, replace
 from engine.backends.devices import Slot
 from engine.generate.base import GenerationRequest, ParentInfo
 from engine.generate.composite import ORIGIN as COMPOSITE
-from engine.jobs import EvalResult, RungSpec, source_sha256
+from engine.jobs import REFERENCE_FAILED, EvalResult, RungSpec, source_sha256
 from engine.records import Candidate, RungResult
 from engine.search import fidelity, scheduler
 from engine.search.budget import Ledger
@@ -364,8 +364,20 @@ class Search:
         """The machine failed `slot`'s evaluation: nothing is recorded or charged against its
         candidate, whose evaluation stays planned (the devices run it again); after
         MACHINE_FAULTS_BEFORE_PAUSE in a row the search pauses, saying what failed and what to
-        do, instead of spending its candidates or its budget on a broken machine."""
+        do, instead of spending its candidates or its budget on a broken machine. A problem whose
+        own Model failed pauses it at once: asking again gives the same answer."""
         schedule = self.schedule
+        if result.reason == REFERENCE_FAILED:
+            self.event(write, "reference_failed", f"{slot.cid} at rung {slot.rung} was not judged: "
+                       f"{result.message}; nothing is charged to it", slot.cid)  # fmt: skip
+            if schedule.state == "running":
+                schedule.state, schedule.machine_faults = "paused", 0
+                schedule.pause_reason = (
+                    f"{result.message}. Fix the problem file (its Model or its sizes); the "
+                    f"search cannot judge a candidate against a Model that fails"
+                )
+                self.event(write, "paused", f"search paused: {schedule.pause_reason}")
+            return
         schedule.machine_faults += 1
         left = MACHINE_FAULTS_BEFORE_PAUSE - schedule.machine_faults
         then = (f"evaluated again ({left} more before the search pauses)" if left > 0

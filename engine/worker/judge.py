@@ -35,7 +35,7 @@ from engine.gate.correctness import (
 )
 from engine.gate.precision import infer_precision, join_precisions
 from engine.gate.torch_use import check_torch_use
-from engine.jobs import MACHINE_FAULT
+from engine.jobs import MACHINE_FAULT, REFERENCE_FAILED
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
 from engine.runner.cuda_share import CudaShareError
@@ -69,6 +69,10 @@ LENT_AGAIN_AFTER = frozenset({None, "wrong_output", "nan_output", "unwritten_out
                               "compile_error", "launch_error"})  # fmt: skip
 # What reading a reply of the wrong shape raises in the judge.
 MALFORMED_REPLY = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+
+class ReferenceFailed(Exception):
+    """The problem's own Model raised on its inputs: nothing can be judged against it."""
 
 
 class Evaluation:
@@ -217,7 +221,16 @@ class Evaluation:
     def compute_reference(self, problem, model, size: SizeSpec, seed: int):
         """The reference, its float64 part moved to host memory where a checked call would not
         fit beside it on the device (engine.worker.device_memory)."""
-        reference = compute_reference(model, make_inputs(problem, size.params, seed, self.device))
+        inputs = make_inputs(problem, size.params, seed, self.device)
+        try:
+            reference = compute_reference(model, inputs)
+        except torch.OutOfMemoryError:
+            raise  # the machine's (evaluate)
+        except Exception as exc:
+            raise ReferenceFailed(
+                f"the problem's Model raised on its own inputs at {size.label}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         if self.device != "cuda":  # the device is host memory
             return reference
         in_bytes = device_memory.tensor_bytes(reference.inputs)
@@ -470,6 +483,8 @@ def evaluate(request: JudgeRequest, send_phase, take_turn, pool: RunnerPool, ban
         if owner != FRESH and verdict.reason in LENT_AGAIN_AFTER:
             lend_again = job.reset_runner(verdict)
         return verdict
+    except ReferenceFailed as exc:
+        return job.verdict(passed=False, reason=REFERENCE_FAILED, message=sanitize(str(exc)))
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError, CudaShareError
         fault = judge_machine_fault(exc)
         if fault is None:

@@ -10,7 +10,15 @@ from textual.widgets import RichLog
 from kbtui.formatting import clock
 
 MAX_LINES = 2000
-ALARMING = ("rejected", "rerun", "machine_fault", "paused", "command_rejected", "stopped")
+ALARMING = (
+    "rejected",
+    "rerun",
+    "machine_fault",
+    "reference_failed",
+    "paused",
+    "command_rejected",
+    "stopped",
+)
 KIND_WIDTH = 16
 
 

@@ -56,6 +56,9 @@ CASES = [
     (2, 4, 8, 3, dict(stride=2, padding=1, groups=4)),  # depthwise, two outputs per channel
     (2, 8, 16, 3, dict(padding=1, groups=2)),  # 8 per group: tl.dot
     (2, 5, 8, 1, dict()),  # pointwise
+    # the interpreter's wide tiles: 360 of reduction (two steps of 256, the second partial) and
+    # 80 output channels (a tile of 128, partly masked)
+    (2, 40, 80, 3, dict(padding=1)),
     (3, 3, 8, (3, 2, 3), dict(stride=(1, 2, 2), padding=(1, 0, 1))),
     (3, 4, 4, 3, dict(padding=2, dilation=2, groups=4)),
 ]

@@ -285,3 +285,22 @@ def test_a_model_that_fails_on_its_own_inputs_is_the_problems_fault_and_pauses_a
     assert "runs on the meta device only" in paused["pause_reason"]
     assert "Fix the problem file" in paused["pause_reason"]
     assert len(events(paths, "reference_failed")) == 1 and not events(paths, "rejected")
+
+
+def test_a_reference_that_runs_out_of_memory_stays_the_machines_fault(tmp_path):
+    problem_file = tmp_path / "needs_memory.py"
+    problem_file.write_text(
+        FAILING_MODEL.replace(
+            'raise RuntimeError("this Model runs on the meta device only")',
+            'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB")',
+        )
+    )
+    backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
+    try:
+        job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
+                      RungSpec(0, ("default",), 1, 2, input_sets=1), seed=1)  # fmt: skip
+        result = backend.evaluate(load_problem(str(problem_file)), job)
+    finally:
+        backend.close()
+    assert result.reason == MACHINE_FAULT, result.message
+    assert "Tried to allocate 7.00 GiB" in result.message

@@ -224,9 +224,9 @@ class Evaluation:
         inputs = make_inputs(problem, size.params, seed, self.device)
         try:
             reference = compute_reference(model, inputs)
-        except torch.OutOfMemoryError:
-            raise  # the machine's (evaluate)
         except Exception as exc:
+            if judge_machine_fault(exc) is not None:
+                raise  # out of memory, a lost GPU: the machine's (evaluate)
             raise ReferenceFailed(
                 f"the problem's Model raised on its own inputs at {size.label}: "
                 f"{type(exc).__name__}: {exc}"

@@ -249,19 +249,25 @@ def get_init_inputs():
 """
 
 
+def evaluated_against(problem_file: Path) -> EvalResult:
+    """A valid softmax candidate's verdict against the problem in `problem_file`, by the real
+    cpu judge."""
+    backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
+    try:
+        job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
+                      RungSpec(0, ("default",), 1, 2, input_sets=1), seed=1)  # fmt: skip
+        return backend.evaluate(load_problem(str(problem_file)), job)
+    finally:
+        backend.close()
+
+
 def test_a_model_that_fails_on_its_own_inputs_is_the_problems_fault_and_pauses_at_once(tmp_path):
     """KernelBench's VanillaRNN at another batch and minGPT's block (before its float64 fix) made
     every candidate's check a `crash`: the judge died computing the reference. The verdict now
     names the problem, charges no candidate, and the search pauses at once, saying what to fix."""
     problem_file = tmp_path / "failing.py"
     problem_file.write_text(FAILING_MODEL)
-    backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
-    try:
-        job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
-                      RungSpec(0, ("default",), 1, 2, input_sets=1), seed=1)  # fmt: skip
-        result = backend.evaluate(load_problem(str(problem_file)), job)
-    finally:
-        backend.close()
+    result = evaluated_against(problem_file)
     assert result.reason == "reference_failed", result.message
     assert "the problem's Model raised on its own inputs at default" in result.message
     assert "runs on the meta device only" in result.message
@@ -295,12 +301,6 @@ def test_a_reference_that_runs_out_of_memory_stays_the_machines_fault(tmp_path):
             'raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 7.00 GiB")',
         )
     )
-    backend = LocalBackend("cpu", backoff=Backoff(first_s=0))
-    try:
-        job = EvalJob("v1", (CANDIDATES / "softmax_valid.py").read_text(),
-                      RungSpec(0, ("default",), 1, 2, input_sets=1), seed=1)  # fmt: skip
-        result = backend.evaluate(load_problem(str(problem_file)), job)
-    finally:
-        backend.close()
+    result = evaluated_against(problem_file)
     assert result.reason == MACHINE_FAULT, result.message
     assert "Tried to allocate 7.00 GiB" in result.message

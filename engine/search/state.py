@@ -371,12 +371,9 @@ class Search:
             self.event(write, "reference_failed", f"{slot.cid} at rung {slot.rung} was not judged: "
                        f"{result.message}; nothing is charged to it", slot.cid)  # fmt: skip
             if schedule.state == "running":
-                schedule.state, schedule.machine_faults = "paused", 0
-                schedule.pause_reason = (
-                    f"{result.message}. Fix the problem file (its Model or its sizes); the "
-                    f"search cannot judge a candidate against a Model that fails"
-                )
-                self.event(write, "paused", f"search paused: {schedule.pause_reason}")
+                self._pause(write, f"{result.message}. Fix the problem file (its Model or its "
+                            "sizes); the search cannot judge a candidate against a Model that "
+                            "fails")  # fmt: skip
             return
         schedule.machine_faults += 1
         left = MACHINE_FAULTS_BEFORE_PAUSE - schedule.machine_faults
@@ -387,14 +384,18 @@ class Search:
                    f"charged to it, and it is {then}", slot.cid)  # fmt: skip
         if left > 0 or schedule.state != "running":
             return
-        schedule.state, schedule.machine_faults = "paused", 0
-        schedule.pause_reason = (
+        self._pause(write, (
             f"{MACHINE_FAULTS_BEFORE_PAUSE} evaluations in a row failed for the machine, not the "
             f"candidate: {result.message}. Free memory or GPUs (run fewer searches or a lower "
             f"`bench --jobs` here), then `kernelbrain unpause {session}`, or `kernelbrain resume "
             f"{session}` once no engine holds it (a bench's: the same bench into the same --out)"
-        )
-        self.event(write, "paused", f"search paused: {schedule.pause_reason}")
+        ))  # fmt: skip
+
+    def _pause(self, write: StepWrite, reason: str) -> None:
+        """The engine's own pause: the reason in the snapshot and a `paused` event."""
+        schedule = self.schedule
+        schedule.state, schedule.machine_faults, schedule.pause_reason = "paused", 0, reason
+        self.event(write, "paused", f"search paused: {reason}")
 
     def record_result(self, write: StepWrite, c: Candidate, rung: int, result: EvalResult,
                       device: int = 0):  # fmt: skip

@@ -1,5 +1,6 @@
 """What every group of the kernel library shares: the precision of tl.dot on fp32 operands (the
-renderer sets it per candidate) and the test for "an operand is a tensor"."""
+renderer sets it per candidate), the test for "an operand is a tensor" and the interpreter's
+tiles."""
 
 import torch
 
@@ -9,6 +10,16 @@ KB_DOT_PRECISION = "ieee"
 
 def kb_is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
+
+
+# Triton's CPU interpreter (the kernels run on cpu tensors there) pays per operation, not per
+# element: a launcher there gives each program a tile of up to this many elements, where a GPU
+# gets the launcher's usual tile. One 2x64x224x224 max pool took 33.5 s at the GPU's tiles.
+KB_INTERPRETER_TILE = 1 << 17
+
+
+def kb_interpreted(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu"
 
 
 # The activations a fused epilogue applies (kb_conv_fused's; kb_linear_act's are KB_FUSED_LINEAR),

@@ -1,23 +1,26 @@
 """Convolutions (hints.model): one implicit-GEMM Triton kernel for 1-D, 2-D and 3-D
-convolutions, plain and transposed (gathered, no atomics), with a fused per-channel epilogue:
-bias, a folded batch norm's scale and shift, a residual, then an activation."""
+convolutions, plain and transposed (gathered, no atomics), and a direct kernel for groups of few
+output channels (depthwise convolutions), each with a fused per-channel epilogue: bias, a folded
+batch norm's scale and shift, a residual, then an activation."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION
+from hints.model_kernels.common import KB_DOT_PRECISION, KB_INTERPRETER_TILE, kb_interpreted
 
 _conv_ACTIVATIONS = ("none", "relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
 
 # Below 8 output channels per group (depthwise convolutions) a 16-wide tl.dot tile is mostly
-# padding: the kernel multiplies on CUDA cores instead, with a tile as wide as the group.
+# padding: the direct kernel multiplies on CUDA cores instead, a program's outputs consecutive
+# over channels and positions (the transposed kernel, with a tile as wide as the group).
 _conv_MIN_DOT_CHANNELS = 8
 _conv_BLOCK_P = 64  # output positions per program
 _conv_DOT_BLOCK_K = 32  # reduction (input channel x tap) per tl.dot step
 _conv_FMA_BLOCK_K = 16
 _conv_MAX_BLOCK_CO = 64
+_conv_DIRECT_BLOCK_O = 128  # outputs per program of the direct kernel
 # Triton's CPU interpreter pays per operation, not per element: there, wide tiles (fewer
 # programs, fewer reduction steps) took a 512-channel 3x3 convolution at 2x2 from 18.4 s to 2.2 s.
 _conv_INTERPRETER_BLOCK_K = 256
@@ -144,6 +147,58 @@ def _conv_kernel(
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+@triton.jit
+def _conv_direct_kernel(
+    x_ptr, w_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr, out_ptr,
+    NCO, D, H, W, OD, OH, OW, CIN_G, COUT_G, COUT,
+    sxn, sxc, sxd, sxh, sxw,
+    swo, swi, swd, swh, sww,
+    srn, src, srd, srh, srw,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    HAS_BIAS: tl.constexpr, HAS_SCALE: tl.constexpr, HAS_SHIFT: tl.constexpr,
+    HAS_RES: tl.constexpr, ACT: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """out[n, co, p] = sum_k x[n, ci, p's tap] * w[co, ci, tap] over k = (ci of co's group,
+    tap), on CUDA cores: a program computes BLOCK_O consecutive outputs (flat over samples,
+    channels and positions), so the small planes of a depthwise convolution share a program."""
+    positions = OD * OH * OW
+    o = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)  # flat index into out
+    o_ok = o < NCO * positions
+    nco, p = o // positions, o % positions
+    n, co = nco // COUT, nco % COUT
+    od, oh, ow = p // (OH * OW), (p // OW) % OH, p % OW
+    x_base = n * sxn + (co // COUT_G) * CIN_G * sxc
+    taps = KD * KH * KW
+    acc = tl.zeros((BLOCK_O,), dtype=tl.float32)
+    for k0 in range(0, CIN_G * taps, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        ci, j = k // taps, k % taps
+        kd, kh, kw = j // (KH * KW), (j // KW) % KH, j % KW
+        idd, d_ok = _conv_tap_input(od[:, None], kd[None, :], D, SD, PD, DD, False)
+        ih, h_ok = _conv_tap_input(oh[:, None], kh[None, :], H, SH, PH, DH, False)
+        iw, w_ok = _conv_tap_input(ow[:, None], kw[None, :], W, SW, PW, DW, False)
+        ok = o_ok[:, None] & (k < CIN_G * taps)[None, :] & d_ok & h_ok & w_ok
+        x_at = x_base[:, None] + ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw
+        a = tl.load(x_ptr + x_at, mask=ok, other=0.0).to(tl.float32)
+        w_at = co[:, None] * swo + (ci * swi + kd * swd + kh * swh + kw * sww)[None, :]
+        b = tl.load(w_ptr + w_at, mask=ok, other=0.0).to(tl.float32)
+        acc += tl.sum(a * b, axis=1)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + co, mask=o_ok, other=0.0).to(tl.float32)
+    if HAS_SCALE:
+        acc *= tl.load(scale_ptr + co, mask=o_ok, other=0.0).to(tl.float32)
+    if HAS_SHIFT:
+        acc += tl.load(shift_ptr + co, mask=o_ok, other=0.0).to(tl.float32)
+    if HAS_RES:
+        r_at = n * srn + co * src + od * srd + oh * srh + ow * srw
+        acc += tl.load(res_ptr + r_at, mask=o_ok, other=0.0).to(tl.float32)
+    acc = _conv_activation(acc, ACT)
+    tl.store(out_ptr + o, acc.to(out_ptr.dtype.element_ty), mask=o_ok)
+
+
 def _conv_dims(value, nd, name):
     """An int or an nd-sequence of ints as a tuple of nd ints."""
     if isinstance(value, int):
@@ -185,14 +240,42 @@ def _conv_output_size(size, kernel, stride, padding, dilation, output_padding, n
     return [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in dims], padding
 
 
-def _conv_tiles(cout_g, interpreted):
-    """(whether to multiply with tl.dot, BLOCK_CO, BLOCK_K) for cout_g output channels a group,
-    on a GPU or in the interpreter."""
-    if cout_g < _conv_MIN_DOT_CHANNELS:
-        return False, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K
-    widest = _conv_INTERPRETER_MAX_BLOCK_CO if interpreted else _conv_MAX_BLOCK_CO
-    block_co = min(max(triton.next_power_of_2(cout_g), 16), widest)
-    return True, block_co, _conv_INTERPRETER_BLOCK_K if interpreted else _conv_DOT_BLOCK_K
+def _conv_tiles(cout_g, k_total, positions, interpreted):
+    """(BLOCK_P, BLOCK_CO, BLOCK_K) of _conv_kernel for cout_g output channels a group, a
+    reduction of k_total and `positions` outputs a phase, on a GPU or in the interpreter."""
+    if cout_g < _conv_MIN_DOT_CHANNELS:  # a transposed convolution's few channels a group
+        return _conv_BLOCK_P, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K
+    widest_co = _conv_INTERPRETER_MAX_BLOCK_CO if interpreted else _conv_MAX_BLOCK_CO
+    block_co = min(max(triton.next_power_of_2(cout_g), 16), widest_co)
+    if not interpreted:
+        return _conv_BLOCK_P, block_co, _conv_DOT_BLOCK_K
+    block_k = min(max(triton.next_power_of_2(k_total), 16), _conv_INTERPRETER_BLOCK_K)
+    widest = max(_conv_BLOCK_P, KB_INTERPRETER_TILE // max(block_k, block_co))
+    return min(max(triton.next_power_of_2(positions), 16), widest), block_co, block_k
+
+
+def _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, epilogue):
+    """_conv_direct_kernel over x3 [N, C, D, H, W] into out3 (contiguous); geometry is (kernel,
+    stride, padding, dilation), three ints each; epilogue (bias, scale, shift, residual, act),
+    the residual of out3's shape."""
+    bias, scale, shift, residual, act = epilogue
+    total, k_total = out3.numel(), cin_g * w3.shape[2] * w3.shape[3] * w3.shape[4]
+    block_k = min(triton.next_power_of_2(k_total), _conv_FMA_BLOCK_K)
+    block_o = _conv_DIRECT_BLOCK_O
+    if kb_interpreted(x3):
+        block_k = min(triton.next_power_of_2(k_total), _conv_INTERPRETER_BLOCK_K)
+        block_o = min(triton.next_power_of_2(total), KB_INTERPRETER_TILE // block_k)
+    _conv_direct_kernel[(triton.cdiv(total, block_o),)](
+        x3, w3, x3 if bias is None else bias, x3 if scale is None else scale,
+        x3 if shift is None else shift, x3 if residual is None else residual, out3,
+        out3.shape[0] * out3.shape[1], *x3.shape[2:], *out3.shape[2:], cin_g, cout_g,
+        out3.shape[1], *x3.stride(), w3.stride(0), w3.stride(1), *w3.stride()[2:],
+        *(residual.stride() if residual is not None else (0,) * 5), *(g for dims in geometry
+        for g in dims), HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
+        HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act, BLOCK_O=block_o,
+        BLOCK_K=block_k,
+    )  # fmt: skip
+    return out3
 
 
 def _conv_launch(
@@ -246,12 +329,18 @@ def _conv_launch(
     out3, x3, w3 = _conv_as_3d(out, nd), _conv_as_3d(x, nd), _conv_as_3d(weight, nd)
     if residual is not None:
         residual = _conv_as_3d(residual.expand(out.shape), nd)
-    dot, block_co, block_k = _conv_tiles(cout_g, x.device.type == "cpu")  # cpu: the interpreter
+    if not transposed and cout_g < _conv_MIN_DOT_CHANNELS:
+        geometry = (kernel3, stride3, (0,) * fill + padding, dilation3)
+        _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, (bias, scale, shift,
+                                                                   residual, act))  # fmt: skip
+        return out[0] if unbatched else out
     positions = 1
     for size, q in zip(out3.shape[2:], phase, strict=True):
         positions *= -(-size // q)
+    k_total = cin_g * taps[0] * taps[1] * taps[2]
+    block_p, block_co, block_k = _conv_tiles(cout_g, k_total, positions, kb_interpreted(x))
     grid = (
-        n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, _conv_BLOCK_P),
+        n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, block_p),
         triton.cdiv(cout_g, block_co),
     )
     _conv_kernel[grid](
@@ -262,8 +351,9 @@ def _conv_launch(
         *(residual.stride() if residual is not None else (0,) * 5),
         *kernel3, *stride3, *(0,) * fill + padding, *dilation3, *phase, *taps,
         TRANSPOSED=transposed, HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
-        HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act, DOT=dot,
-        PRECISION=KB_DOT_PRECISION, BLOCK_P=_conv_BLOCK_P, BLOCK_CO=block_co, BLOCK_K=block_k,
+        HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act,
+        DOT=cout_g >= _conv_MIN_DOT_CHANNELS, PRECISION=KB_DOT_PRECISION, BLOCK_P=block_p,
+        BLOCK_CO=block_co, BLOCK_K=block_k,
     )  # fmt: skip
     return out[0] if unbatched else out
 

@@ -10,7 +10,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import kb_is_tensor
+from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
 
 # Elements per program: 4 warps of 32 threads, 8 elements each.
 _ELEMENTWISE_BLOCK = 1024
@@ -325,11 +325,14 @@ def _elementwise_launch(op, out, operands, compute, p0=0, p1=0):
         sum((size - 1) * abs(step) for size, step in zip(dims, s, strict=True)) for s in strides
     )
     (x, _), (y, _), (z, _) = views
-    _elementwise_kernel[(triton.cdiv(n, _ELEMENTWISE_BLOCK),)](
+    block = _ELEMENTWISE_BLOCK
+    if kb_interpreted(out):
+        block = min(triton.next_power_of_2(n), KB_INTERPRETER_TILE)
+    _elementwise_kernel[(triton.cdiv(n, block),)](
         out, x, y, z, p0, p1, n, dims, *strides,
         OP=op, ARITY=len(operands), X_SCALAR=not kb_is_tensor(x), Y_SCALAR=not kb_is_tensor(y),
         Z_SCALAR=not kb_is_tensor(z), COMPUTE=compute,
-        WIDE=max(n, extent) > _ELEMENTWISE_INT32_MAX, BLOCK=_ELEMENTWISE_BLOCK,
+        WIDE=max(n, extent) > _ELEMENTWISE_INT32_MAX, BLOCK=block,
     )  # fmt: skip
     return out
 

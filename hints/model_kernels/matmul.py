@@ -8,7 +8,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION, kb_is_tensor
+from hints.model_kernels.common import KB_DOT_PRECISION, kb_interpreted, kb_is_tensor
 from hints.model_kernels.elementwise import kb_mul
 from hints.model_kernels.reductions import kb_sum
 
@@ -93,15 +93,16 @@ def _matmul_as_4d(t):
     return t.reshape(-1, *t.shape[-3:]) if t.dim() > 4 else t
 
 
-def _matmul_config(M, N, K):
-    """Tiles and launch settings: 128 x 128 x 32 tiles, cut to the problem (>= 16: tl.dot's
-    least)."""
-    block_m = min(128, max(16, triton.next_power_of_2(M)))
-    block_n = min(128, max(16, triton.next_power_of_2(N)))
+def _matmul_config(M, N, K, interpreted):
+    """Tiles and launch settings: 128 x 128 x 32 tiles (256 x 256 x 512 in the interpreter), cut
+    to the problem (>= 16: tl.dot's least)."""
+    widest, deepest = (256, 512) if interpreted else (128, 32)
+    block_m = min(widest, max(16, triton.next_power_of_2(M)))
+    block_n = min(widest, max(16, triton.next_power_of_2(N)))
     return {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
-        "BLOCK_K": min(32, max(16, triton.next_power_of_2(K))),
+        "BLOCK_K": min(deepest, max(16, triton.next_power_of_2(K))),
         "num_warps": 8 if block_m * block_n >= 128 * 128 else 4,
         "num_stages": 3,
     }
@@ -118,7 +119,7 @@ def _matmul_launch(a, b, out, bias, alpha, beta, act):
     has_bias = bias is not None and beta != 0
     a4, b4, c4 = _matmul_as_4d(a), _matmul_as_4d(b), _matmul_as_4d(out)
     d4 = _matmul_as_4d(bias.expand(out.shape)) if has_bias else c4
-    config = _matmul_config(M, N, K)
+    config = _matmul_config(M, N, K, kb_interpreted(out))
     batch = c4.shape[0] * c4.shape[1]
     grid = (batch * triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
     _matmul_kernel[grid](

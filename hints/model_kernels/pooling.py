@@ -1,11 +1,14 @@
 """Pooling (hints.model): max, average and adaptive pooling over 1-D, 2-D and 3-D windows in one
-Triton kernel. A program reduces a tile of [output positions x window elements], so a global
-pool (one output, a window of the whole plane) is as parallel inside as a 3x3 one is across."""
+Triton kernel. A program reduces a tile of [outputs x window elements], its outputs consecutive
+over samples, channels and positions: a global pool (one output, a window of the whole plane) is
+as parallel inside as a 3x3 one is across, and small planes share a program."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+
+from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted
 
 _pooling_TILE = 2048  # elements of the [outputs x window] tile a program reduces at a time
 _pooling_MAX_BLOCK_R = 1024  # window elements per step
@@ -33,7 +36,7 @@ def _pooling_window(o, r, IN, OUT, K: tl.constexpr, STRIDE: tl.constexpr, PAD: t
 
 @triton.jit
 def _pooling_kernel(
-    x_ptr, out_ptr, idx_ptr, C, D, H, W, OD, OH, OW,
+    x_ptr, out_ptr, idx_ptr, NC, C, D, H, W, OD, OH, OW,
     sxn, sxc, sxd, sxh, sxw,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
@@ -46,13 +49,12 @@ def _pooling_kernel(
     """out[n, c, o] = max or mean of x[n, c] over output o's window (KD x KH x KW offsets, or the
     largest adaptive window); with INDICES, the argmax as a flat index into x's plane (the first
     on ties, as torch)."""
-    pid = tl.program_id(0)
-    blocks = tl.cdiv(OD * OH * OW, BLOCK_O)
-    nc = pid // blocks
-    o = (pid % blocks) * BLOCK_O + tl.arange(0, BLOCK_O)
-    o_ok = o < OD * OH * OW
-    od, oh, ow = o // (OH * OW), (o // OW) % OH, o % OW
-    x_plane = x_ptr + (nc // C).to(tl.int64) * sxn + (nc % C).to(tl.int64) * sxc
+    positions = OD * OH * OW
+    o = tl.program_id(0).to(tl.int64) * BLOCK_O + tl.arange(0, BLOCK_O)  # flat index into out
+    o_ok = o < NC * positions
+    nc, p = o // positions, o % positions
+    od, oh, ow = p // (OH * OW), (p // OW) % OH, p % OW
+    x_plane = ((nc // C) * sxn + (nc % C) * sxc)[:, None]
     if MAX:
         best = tl.full((BLOCK_O,), float("-inf"), tl.float32)
         best_at = tl.zeros((BLOCK_O,), tl.int64)
@@ -71,7 +73,7 @@ def _pooling_kernel(
             ow[:, None], rw[None, :], W, OW, KW, SW, PW, DW, ADAPTIVE
         )
         ok = o_ok[:, None] & (r < KD * KH * KW)[None, :] & d_ok & h_ok & w_ok
-        v = tl.load(x_plane + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=float("-inf"))
+        v = tl.load(x_ptr + x_plane + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=float("-inf"))
         v = v.to(tl.float32)
         if MAX:
             step, at = tl.max(v, axis=1, return_indices=True, return_indices_tie_break_left=True)
@@ -86,7 +88,7 @@ def _pooling_kernel(
     if MAX:
         result = best
         if INDICES:
-            tl.store(idx_ptr + nc.to(tl.int64) * (OD * OH * OW) + o, best_at, mask=o_ok)
+            tl.store(idx_ptr + o, best_at, mask=o_ok)
     elif DIVISOR > 0:
         result = total / DIVISOR
     else:
@@ -95,11 +97,7 @@ def _pooling_kernel(
         _, _, pad_w, in_w = _pooling_window(ow, 0, W, OW, KW, SW, PW, DW, ADAPTIVE)
         count = pad_d * pad_h * pad_w if COUNT_PAD else in_d * in_h * in_w
         result = total / tl.maximum(count, 1)  # past the last output the count is 0
-    tl.store(
-        out_ptr + nc.to(tl.int64) * (OD * OH * OW) + o,
-        result.to(out_ptr.dtype.element_ty),
-        mask=o_ok,
-    )
+    tl.store(out_ptr + o, result.to(out_ptr.dtype.element_ty), mask=o_ok)
 
 
 def _pooling_dims(value, nd, name):
@@ -132,11 +130,13 @@ def _pooling_launch(x, nd, out_size, geometry, indices=False, **flags):
     window, stride, padding, dilation = (
         (unit,) * fill + tuple(dims) for unit, dims in zip(units, geometry, strict=True)
     )
-    positions = out[0, 0].numel()
-    block_r = min(triton.next_power_of_2(window[0] * window[1] * window[2]), _pooling_MAX_BLOCK_R)
-    block_o = min(triton.next_power_of_2(positions), max(1, _pooling_TILE // block_r))
-    _pooling_kernel[(n * c * triton.cdiv(positions, block_o),)](
-        x3, out, idx, c, *x3.shape[2:], *(1,) * fill + tuple(out_size), *x3.stride(),
+    tile, max_r = _pooling_TILE, _pooling_MAX_BLOCK_R
+    if kb_interpreted(x):
+        tile = max_r = KB_INTERPRETER_TILE
+    block_r = min(triton.next_power_of_2(window[0] * window[1] * window[2]), max_r)
+    block_o = min(triton.next_power_of_2(out.numel()), max(1, tile // block_r))
+    _pooling_kernel[(triton.cdiv(out.numel(), block_o),)](
+        x3, out, idx, n * c, c, *x3.shape[2:], *(1,) * fill + tuple(out_size), *x3.stride(),
         *window, *stride, *padding, *dilation, INDICES=indices, BLOCK_O=block_o,
         BLOCK_R=block_r, **flags,
     )  # fmt: skip

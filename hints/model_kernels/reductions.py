@@ -10,7 +10,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import kb_is_tensor
+from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
 
 _reductions_TILE = 4096  # elements of the [rows x chunk] tile a program holds at a time
 _reductions_MAX_ROWS = 256  # rows of a tile whose rows, not its chunk, are adjacent in memory
@@ -488,15 +488,18 @@ def _reductions_layout(x, reduced, *companions):
     return x, sizes, [tuple(s) for s in zip(*(step for _, step in groups), strict=True)]
 
 
-def _reductions_tiles(M, R2, x_strides):
+def _reductions_tiles(M, R2, x_strides, interpreted):
     """BLOCK_M x BLOCK_R: long along the chunk when x's reduced elements are adjacent, along the
-    rows when its rows are (so that loads coalesce)."""
+    rows when its rows are (so that loads coalesce); in the interpreter, as large as it takes."""
+    tile, max_rows = _reductions_TILE, _reductions_MAX_ROWS
+    if interpreted:
+        tile = max_rows = KB_INTERPRETER_TILE
     rows_adjacent = x_strides[3] != 1 and x_strides[1] == 1 and R2 > 1
     if rows_adjacent:
-        block_m = min(triton.next_power_of_2(M), _reductions_MAX_ROWS, _reductions_TILE)
-        return block_m, min(triton.next_power_of_2(R2), max(1, _reductions_TILE // block_m))
-    block_r = min(triton.next_power_of_2(R2), _reductions_TILE)
-    return min(triton.next_power_of_2(M), max(1, _reductions_TILE // block_r)), block_r
+        block_m = min(triton.next_power_of_2(M), max_rows, tile)
+        return block_m, min(triton.next_power_of_2(R2), max(1, tile // block_m))
+    block_r = min(triton.next_power_of_2(R2), tile)
+    return min(triton.next_power_of_2(M), max(1, tile // block_r)), block_r
 
 
 def _reductions_warps(block_m, block_r):
@@ -506,7 +509,7 @@ def _reductions_warps(block_m, block_r):
 def _reductions_launch(kernel, x, pointers, sizes, x_strides, *args, **constants):
     """kernel over blocks of the M1 * M2 rows: (x, *pointers, M, M2, R1, R2, x's strides, *args)."""
     M1, M2, R1, R2 = sizes
-    block_m, block_r = _reductions_tiles(M1 * M2, R2, x_strides)
+    block_m, block_r = _reductions_tiles(M1 * M2, R2, x_strides, kb_interpreted(x))
     grid = (triton.cdiv(M1 * M2, block_m),)
     kernel[grid](x, *pointers, M1 * M2, M2, R1, R2, *x_strides, *args, **constants,
                  BLOCK_M=block_m, BLOCK_R=block_r,
@@ -523,9 +526,11 @@ def _reductions_acc(dtype):
 _reductions_TL = {torch.float32: tl.float32, torch.float64: tl.float64, torch.int64: tl.int64}
 
 
-def _reductions_chunks_per_split(row_blocks, chunks):
+def _reductions_chunks_per_split(row_blocks, chunks, interpreted):
     """How many chunks of a row one program reduces: all of them, unless the row blocks alone are
     too few programs to fill the GPU; then the chunks split over several (a split reduction)."""
+    if interpreted:
+        return chunks
     splits = min(triton.cdiv(_reductions_PROGRAMS, row_blocks), _reductions_MAX_SPLITS,
                  chunks // _reductions_SPLIT_CHUNKS)  # fmt: skip
     return triton.cdiv(chunks, max(splits, 1))
@@ -540,9 +545,10 @@ def _reductions_reduce_into(x, reduced, out, out_strides, op, acc, aux=None, sca
     block of rows, or, for few long rows, programs over parts of the rows and a combining one."""
     x, (M1, M2, R1, R2), (xs, os) = _reductions_layout(x, reduced, out_strides)
     M = M1 * M2
-    block_m, block_r = _reductions_tiles(M, R2, xs)
+    interpreted = kb_interpreted(x)
+    block_m, block_r = _reductions_tiles(M, R2, xs, interpreted)
     chunks = R1 * triton.cdiv(R2, block_r)
-    per_split = _reductions_chunks_per_split(triton.cdiv(M, block_m), chunks)
+    per_split = _reductions_chunks_per_split(triton.cdiv(M, block_m), chunks, interpreted)
     splits = triton.cdiv(chunks, per_split)
     parts = part_index = out
     if splits > 1:

@@ -1,0 +1,78 @@
+"""The kernel library's two tile plans (hints/model_kernels): on cpu tensors (Triton's
+interpreter) a launcher takes tiles of up to KB_INTERPRETER_TILE elements, which the other
+kernel tests run; on a GPU it takes its usual small ones. Here the GPU's plan runs in the
+interpreter too, on shapes that give its programs several tiles each way (blocks of positions,
+of flat outputs across planes, of the reduction, split reductions), and the interpreter's plan
+on shapes big enough for several of its own wide programs."""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from model_kernels_checks import assert_matches, layout_only
+
+from hints.model_kernels import common, conv, elementwise, matmul, pooling, reductions
+
+MODULES = (conv, elementwise, matmul, pooling, reductions)
+
+
+@pytest.fixture
+def gpu_tiles(monkeypatch):
+    """Every launcher plans its tiles as on a GPU."""
+    for module in MODULES:
+        monkeypatch.setattr(module, "kb_interpreted", lambda t: False)
+
+
+def conv_bn_relu_residual(groups, out_channels, size):
+    torch.manual_seed(groups)
+    module = nn.Conv2d(6, out_channels, 3, padding=1, groups=groups).eval()
+    x = torch.randn(2, 6, size, size)
+    residual = torch.randn(2, out_channels, size, size)
+    scale, shift = torch.rand(out_channels) + 0.5, torch.randn(out_channels)
+    ours = layout_only(conv.kb_conv_fused, x, module, scale, shift, residual, "relu")
+    with torch.no_grad():
+        theirs = F.relu(module(x) * scale[:, None, None] + shift[:, None, None] + residual)
+    assert_matches(ours, theirs, atol=1e-4)
+
+
+@pytest.mark.parametrize("groups, out_channels", [(1, 16), (6, 12)], ids=["dot", "depthwise"])
+def test_convolutions_at_the_gpus_tiles(gpu_tiles, groups, out_channels):
+    conv_bn_relu_residual(groups, out_channels, 12)  # 144 positions: 3 blocks of 64
+
+
+def test_a_transposed_convolution_at_the_gpus_tiles(gpu_tiles):
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 16, 9, 9), torch.randn(16, 8, 3, 3)
+    ours = layout_only(conv.kb_conv_transpose2d, x, w, None, 2, 1, 1)
+    assert_matches(ours, F.conv_transpose2d(x, w, None, 2, 1, 1), atol=1e-4)
+
+
+def test_pooling_at_the_gpus_tiles(gpu_tiles):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 20, 20)  # 600 outputs of 4-wide windows: 2 programs across planes
+    ours = layout_only(pooling.kb_max_pool2d, x, 2, 2, return_indices=True)
+    assert_matches(ours, F.max_pool2d(x, 2, 2, return_indices=True))
+    planes = torch.randn(2, 40, 7, 7)  # 80 global windows of 49: 32 planes a program
+    assert_matches(
+        layout_only(pooling.kb_adaptive_avg_pool2d, planes, 1), F.adaptive_avg_pool2d(planes, 1)
+    )
+
+
+def test_elementwise_matmul_and_reductions_at_the_gpus_tiles(gpu_tiles):
+    torch.manual_seed(0)
+    x = torch.randn(3000)
+    assert_matches(layout_only(elementwise.kb_relu, x), F.relu(x))
+    a, b = torch.randn(100, 70), torch.randn(70, 200)
+    assert_matches(layout_only(matmul.kb_matmul, a, b), a @ b, atol=1e-4)
+    rows = torch.randn(2, 4096 * 40)  # two long rows: a split reduction
+    assert_matches(layout_only(reductions.kb_sum, rows, 1), rows.sum(1), atol=1e-3)
+    assert_matches(layout_only(reductions.kb_softmax, rows[:, :5000], 1), rows[:, :5000].softmax(1))
+
+
+def test_the_interpreters_wide_tiles_span_several_programs():
+    """Outputs past one wide program land where they belong."""
+    assert common.KB_INTERPRETER_TILE == 1 << 17  # the counts below assume it
+    conv_bn_relu_residual(6, 12, 64)  # 98304 outputs, 16-wide reduction: 12 programs
+    x = torch.randn(2, 64, 64, 64)  # the pool: 4 programs; the relu: 4
+    assert_matches(layout_only(pooling.kb_max_pool2d, x, 2, 2), F.max_pool2d(x, 2, 2))
+    assert_matches(layout_only(elementwise.kb_relu, x), F.relu(x))

@@ -117,6 +117,43 @@ def test_a_file_of_literal_sizes_alone_gets_a_tiny_size(tmp_path):
     assert problem.output_specs["default"] == [([4096, 8192], "float32")]
 
 
+def test_a_classifier_sized_for_its_images_gets_its_own_images_at_a_small_batch(tmp_path):
+    """KernelBench's VGG16 and MobileNetV1 run at 224x224 alone (a classifier sized for the last
+    feature map) with a batch of 10, under the cut: without a tiny size the interpreter ran the
+    full batch, and every gate check timed out."""
+    path = tmp_path / "classifier.py"
+    path.write_text(
+        textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        batch_size = 10
+        num_classes = 1000
+
+        class Model(nn.Module):
+            def __init__(self, num_classes):
+                super().__init__()
+                self.features = nn.Conv2d(3, 8, 3, stride=4, padding=1)  # 224 -> 56
+                self.pool = nn.AvgPool2d(8)  # 56 -> 7
+                self.fc = nn.Linear(8 * 7 * 7, num_classes)
+
+            def forward(self, x):
+                return self.fc(torch.flatten(self.pool(self.features(x)), 1))
+
+        def get_inputs():
+            return [torch.rand(batch_size, 3, 224, 224)]
+
+        def get_init_inputs():
+            return [num_classes]
+    """)
+    )
+    problem = load_problem(str(path))
+    assert [s.label for s in problem.sizes] == ["tiny", "default"]
+    assert problem.tier("tiny")[0].params["module_globals"] == {"num_classes": 4, "batch_size": 2}
+    assert problem.input_specs["tiny"] == [[2, 3, 224, 224]]
+    assert "batch_size 10 -> 2" in problem.interpreter_note("cpu")
+
+
 def test_halving_the_largest_size_when_no_single_cut_leaves_the_pooling_chain_a_size():
     # Conv3d then two 2x2x2 max-pools over (16, 32, 32): cutting every constant by 4 leaves the
     # second pool nothing, by 2 too many elements; halving the largest, one at a time, fits.

@@ -7,6 +7,8 @@ when `get_inputs` and `get_init_inputs` run. The tiny size divides every constan
 dimension indices, stay), the most that leaves the inputs at least `MIN_ELEMENTS` elements and
 the reference running for real on the cpu with a non-empty output. Where no cut of the
 constants does, sizes written inline in get_inputs (engine.problems.literal_sizes) are cut too.
+Where nothing fits (a classifier sized for 224x224 images runs at no smaller image), the file's
+own sizes with a batch of SMALLEST_BATCH are the tiny size, however many elements they hold.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ SCALABLE_MIN = 16  # smaller constants are left alone
 SMALLEST_CONSTANT = 4  # a scaled constant never goes below this
 MIN_ELEMENTS, MAX_ELEMENTS = 1024, 1 << 16  # input elements of a tiny size
 FACTORS = tuple(2**k for k in range(14, 0, -1))  # tried from the biggest cut down
+SMALLEST_BATCH = 2
 
 
 def scalable(value) -> bool:
@@ -93,13 +96,13 @@ def derive_tiny(module: ModuleType) -> tuple[Size, str] | None:
     constants = scalable_constants(module, literal_sizes=False)
     values = uniform_cut(module, constants) if constants else None
     if values is None:  # sizes written into get_inputs too: scale them with the constants
-        constants |= scalable_constants(module, literal_sizes=True)
-        if not constants:
-            return None
-        values = uniform_cut(module, constants) or halving_cut(module, constants)
+        both = constants | scalable_constants(module, literal_sizes=True)
+        values = (uniform_cut(module, both) or halving_cut(module, both)) if both else None
+    if values is None:
+        values = batch_cut(module, constants)
     if values is None:
         return None
-    changes = ", ".join(f"{describe(n)} {constants[n]} -> {v}" for n, v in values.items())
+    changes = ", ".join(f"{describe(n)} {getattr(module, n)} -> {v}" for n, v in values.items())
     return Size("tiny", "tiny", {MODULE_GLOBALS: values}), changes
 
 
@@ -108,8 +111,11 @@ def fits(module: ModuleType, values: dict) -> bool:
         elements = input_elements(module, {MODULE_GLOBALS: values})
     except Exception:
         return False
-    return MIN_ELEMENTS <= elements <= MAX_ELEMENTS and runs_for_real(
-        module, {MODULE_GLOBALS: values}
+    params = {MODULE_GLOBALS: values}  # the shapes first, on meta: a full init costs seconds
+    return (
+        MIN_ELEMENTS <= elements <= MAX_ELEMENTS
+        and runs_on_meta(module, params)
+        and runs_for_real(module, params)
     )
 
 
@@ -147,3 +153,18 @@ def halving_cut(module: ModuleType, constants: dict) -> dict | None:
         values = smaller
     changed = {n: v for n, v in values.items() if v != constants[n]}
     return changed if fits(module, values) else None
+
+
+def batch_cut(module: ModuleType, constants: dict) -> dict | None:
+    """The file's own sizes at a batch of SMALLEST_BATCH, with `constants` cut by the biggest
+    factor that still runs (or whole); None where the file has no larger batch_size or that does
+    not run either."""
+    batch = getattr(module, "batch_size", None)
+    if type(batch) is not int or batch <= SMALLEST_BATCH:
+        return None
+    for factor in (*FACTORS, 1):
+        values = {n: scaled(v, factor) for n, v in constants.items() if factor > 1}
+        params = {MODULE_GLOBALS: {**values, "batch_size": SMALLEST_BATCH}}
+        if runs_on_meta(module, params) and runs_for_real(module, params):
+            return params[MODULE_GLOBALS]
+    return None

@@ -87,10 +87,12 @@ def test_cached_output_fails_at_the_check(backend, softmax):
     assert "earlier, different input" in result.message
 
 
-def test_an_output_that_repeats_with_its_reference_is_not_stale(backend):
-    """Only an output repeated while the reference changed is stale: a ReLU of values below
-    zero is all zeros for every input, and a kernel computing it passes."""
-    problem = load_problem(str(Path(__file__).parent / "problems_unseen" / "relu_below_zero.py"))
+@pytest.mark.parametrize("name", ["relu_below_zero", "shift_below_fp32"])
+def test_an_output_that_repeats_with_its_reference_is_not_stale(backend, name):
+    """Only an output repeated while both references changed (float64 and PyTorch's own) is
+    stale: a ReLU of values below zero is all zeros for every input, one plus a shift below
+    fp32's resolution all ones in fp32, and a kernel computing either passes."""
+    problem = load_problem(str(Path(__file__).parent / "problems_unseen" / f"{name}.py"))
     request = GenerationRequest(problem, "coarse", 0, random.Random(0))
     kernel = OfflineGenerator(problem).propose(request).proposals[0]
     result = backend.check(problem, kernel.source)

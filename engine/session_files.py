@@ -442,5 +442,6 @@ def exported_source(paths: SessionPaths, candidate_id: str) -> str:
         f"(session {paths.name}, {detail['origin']}, speedup {speed} on {snap.get('backend')}).\n"
         "# A standalone KernelBench file: defines ModelNew. On a GPU it runs at full speed; on a\n"
         "# machine without one, Triton's interpreter runs it on the CPU (chosen below).\n"
-        + hybrid + _after_future_imports(detail["source"], RUN_ANYWHERE)
+        + hybrid
+        + _after_future_imports(detail["source"], RUN_ANYWHERE)
     )

@@ -146,6 +146,7 @@ class LocalBackend:
             "operators": problem.operators,
             "precision_policy": problem.precision_policy,
             "allowed_torch_ops": tuple(problem.allowed_torch_ops),
+            "draws_random": problem.draws_random,
             "check_seeds": tuple(check_seeds),
             "check_sizes": tuple(check_sizes),
             "timing": timing,

@@ -12,7 +12,7 @@ import torch.utils._pytree as pytree
 from torch.overrides import TorchFunctionMode
 
 from engine.gate.precision import gate_tolerance
-from engine.runner.calls import call_with_size
+from engine.runner.calls import call_with_size, draw_alike
 
 # Elements per slice when measuring error, so full-size float64 temporaries stay small.
 ERROR_CHUNK = 1 << 26
@@ -59,12 +59,15 @@ def make_inputs(problem_module, params: dict, seed: int, device: str) -> list:
         return list(call_with_size(problem_module.get_inputs, params))
 
 
-def build_model(problem_module, params: dict, seed: int, device: str):
-    """The reference Model and its init arguments; its weights travel to the candidate."""
+def build_model(problem_module, params: dict, seed: int, device: str, draws: bool = False):
+    """The reference Model and its init arguments; its weights travel to the candidate. With
+    `draws` (the Model draws random numbers), each call starts from DRAW_SEED."""
     init = list(call_with_size(problem_module.get_init_inputs, params))
     with torch.device(device):
         torch.manual_seed(seed)
         model = problem_module.Model(*init).eval()
+    if draws:
+        draw_alike(model)
     return model, init
 
 

@@ -19,6 +19,10 @@ LAYOUT_ATEN_OPS = frozenset(
     """.split()
 )
 
+# aten operators that draw random numbers into a new tensor: a candidate may call them where the
+# Model draws too (every call of either starts from one seed; engine.runner.calls.DRAW_SEED).
+RANDOM_ATEN_OPS = frozenset("rand randn randint randperm rand_like randn_like randint_like".split())
+
 
 def canonical_aten(name: str) -> str:
     """`_softmax` -> `softmax`, `add_` -> `add`: the name a person knows the operator by."""

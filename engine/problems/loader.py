@@ -99,9 +99,9 @@ def check_symbols(module: ModuleType, path: Path) -> None:
 
 def inspect_size(module: ModuleType, path: Path, size: Size):
     """Trace the reference on one size (meta device); returns (calls, output spec, input spec:
-    each argument's shape, None for one that is not a tensor)."""
+    each argument's shape, None for one that is not a tensor, whether it draws random numbers)."""
     try:
-        calls, out, inputs = trace_on_meta(
+        recorder, out, inputs = trace_on_meta(
             module.Model,
             lambda **p: call_with_size(module.get_init_inputs, p),
             lambda **p: call_with_size(module.get_inputs, p),
@@ -119,7 +119,8 @@ def inspect_size(module: ModuleType, path: Path, size: Size):
             f"{path}: Model.forward must return a tensor or a tuple of tensors, not {kinds}"
         )
     shapes = [list(a.shape) if isinstance(a, torch.Tensor) else None for a in inputs]
-    return calls, [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs], shapes
+    specs = [(list(o.shape), str(o.dtype).removeprefix("torch.")) for o in outputs]
+    return recorder.calls, specs, shapes, bool(recorder.draws)
 
 
 def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
@@ -133,10 +134,12 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
     module = import_module_from(path, "problem")
     check_symbols(module, path)
     sizes, derived = read_sizes(module, path)
-    output_specs, calls, input_specs = {}, {}, {}
+    output_specs, calls, input_specs, draws = {}, {}, {}, {}
     for size in sizes:
         label = size.label
-        calls[label], output_specs[label], input_specs[label] = inspect_size(module, path, size)
+        calls[label], output_specs[label], input_specs[label], draws[label] = inspect_size(
+            module, path, size
+        )
     traced = dict.fromkeys(c.op for size_calls in calls.values() for c in size_calls)
     replaces = list(getattr(module, "REPLACES", traced))
     tolerance = getattr(module, "TOLERANCE", None)
@@ -152,4 +155,5 @@ def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
         calls=calls,
         precision_policy=precision_policy,
         derived_tiny=derived,
+        draws_random=any(draws.values()),
     )

@@ -47,6 +47,9 @@ class Problem:
     # For a file without SIZES: what its derived tiny size changed ("batch_size 16 -> 2"), said
     # to the user of the cpu backend; empty otherwise.
     derived_tiny: str = ""
+    # Whether Model.forward draws random numbers (engine.problems.trace.RANDOM_OPS): then every
+    # call of it and of a candidate starts from one seed, and a candidate may draw too.
+    draws_random: bool = False
 
     def interpreter_note(self, backend: str) -> str:
         """What a cpu user must know about the sizes of a file without SIZES; else empty."""

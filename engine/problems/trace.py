@@ -20,6 +20,11 @@ LAYOUT_OPS = frozenset(
     """.split()
 )
 
+# Functions that draw random numbers: a Model that calls one (an LSTM's initial state from
+# torch.randn in forward) gives another output on every call unless each call starts from one seed
+# (engine.runner.calls.DRAW_SEED).
+RANDOM_OPS = frozenset("rand randn randint randperm rand_like randn_like randint_like".split())
+
 # Tensor methods that view; the functions of the same name compute (F.unfold is im2col).
 VIEW_METHODS = frozenset({torch.Tensor.unfold})
 
@@ -115,11 +120,13 @@ def describe_arg(value):
 
 
 class OperatorRecorder(TorchFunctionMode):
-    """Records every compute operator called while active, in call order."""
+    """Records every compute operator called while active, in call order, and the random
+    draws."""
 
     def __init__(self):
         super().__init__()
         self.calls: list[OpCall] = []
+        self.draws: list[str] = []
 
     @property
     def ops(self) -> list[str]:
@@ -129,6 +136,8 @@ class OperatorRecorder(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         op = canonical_op(func)
+        if op in RANDOM_OPS:
+            self.draws.append(op)
         if op not in LAYOUT_OPS and func not in VIEW_METHODS:
             # Operands in the order of the math they compute: `2.0 - x` is sub(2.0, x).
             operands = (args[1], args[0], *args[2:]) if is_reflected(func) else tuple(args)
@@ -149,11 +158,11 @@ def model_on_meta(model_cls, init_inputs):
 
 
 def trace_on_meta(model_cls, init_inputs_fn, inputs_fn, params: dict):
-    """Run the reference on meta tensors: no memory, no compute. Returns (calls, outputs,
-    inputs)."""
+    """Run the reference on meta tensors: no memory, no compute. Returns (the recorder,
+    outputs, inputs)."""
     model = model_on_meta(model_cls, lambda: init_inputs_fn(**params))
     with torch.device("meta"):
         inputs = inputs_fn(**params)
         with OperatorRecorder() as recorder:
             out = model(*inputs)
-    return recorder.calls, out, inputs
+    return recorder, out, inputs

@@ -35,13 +35,29 @@ def call_with_size(fn, params: dict):
         return fn(**{k: v for k, v in params.items() if k in sig.parameters})
 
 
-def build_model_new(module, init: list, seed: int, device: str, state: dict):
+# Every call of a Model that draws random numbers (engine.problems.trace.RANDOM_OPS), and of each
+# candidate for it, starts from this seed: the same draws, so that their outputs compare.
+DRAW_SEED = 0
+
+
+def draw_alike(model: torch.nn.Module) -> None:
+    """Have every call of `model` start from DRAW_SEED (copies of it too)."""
+    model.register_forward_pre_hook(_reseed)
+
+
+def _reseed(module, args) -> None:
+    torch.manual_seed(DRAW_SEED)
+
+
+def build_model_new(module, init: list, seed: int, device: str, state: dict, draws=False):
     """ModelNew seeded like Model, with Model's weights (`state`) when their names and shapes
-    match its own."""
+    match its own; with `draws`, each call from DRAW_SEED."""
     with torch.device(device):
         torch.manual_seed(seed)
         model = module.ModelNew(*init)
     if isinstance(model, torch.nn.Module):
+        if draws:
+            draw_alike(model)
         model.eval()
         mine = model.state_dict()
         if mine.keys() == state.keys() and all(mine[k].shape == state[k].shape for k in mine):

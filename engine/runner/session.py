@@ -156,7 +156,9 @@ class RunnerSession:
         names, described = list(message["state"]), list(message["state"].values())
         weights = decode_values(self.exchange, described, self.device, imported=imported)
         state = dict(zip(names, weights, strict=True))
-        self.model = build_model_new(self.module, init, message["seed"], self.device, state)
+        self.model = build_model_new(
+            self.module, init, message["seed"], self.device, state, message.get("draws", False)
+        )
         if self.device == "cuda":
             torch.cuda.synchronize()  # the copies into the model are done before the unmapping
         self._release()

@@ -34,7 +34,7 @@ from engine.gate.correctness import (
     unwritten_or_nan,
 )
 from engine.gate.precision import infer_precision, join_precisions
-from engine.gate.torch_use import check_torch_use
+from engine.gate.torch_use import RANDOM_ATEN_OPS, check_torch_use
 from engine.jobs import MACHINE_FAULT, REFERENCE_FAILED
 from engine.problems.loader import ProblemError, import_module_from
 from engine.problems.trace import expand_equivalents
@@ -90,7 +90,9 @@ class Evaluation:
         self.device = request.device
         self.deadlines = {**DEFAULT_DEADLINES, **request.deadlines}
         self.replaced = expand_equivalents(request.replaces)
-        self.allowed_ops = frozenset(request.allowed_torch_ops)
+        # A candidate may draw random numbers where the Model does (from the same seed).
+        draws = RANDOM_ATEN_OPS if request.draws_random else frozenset()
+        self.allowed_ops = frozenset(request.allowed_torch_ops) | draws
         self.policy = request.precision_policy
         self.phase = "compile"
         self.loaded = False  # whether the candidate's code is in the runner yet
@@ -162,6 +164,11 @@ class Evaluation:
         self.loaded = True
         self.ask({"op": "load", "source": self.request.source}, "importing the candidate")
 
+    def build_reference(self, problem, size: SizeSpec):
+        request = self.request
+        return build_model(problem, size.params, request.model_seed, self.device,
+                           request.draws_random)  # fmt: skip
+
     def build(self, model, init: list, seed: int) -> None:
         """ModelNew built in the runner with the Model's weights (big ones on cuda cross as
         shared GPU memory, released once it has loaded them)."""
@@ -170,6 +177,7 @@ class Evaluation:
             "op": "build",
             "init": encode_values(self.runner.exchange, f"i{self.tag()}_", init),
             "seed": seed,
+            "draws": self.request.draws_random,
             "state": dict(zip(weights, self.encode(list(weights.values())), strict=True)),
         }
         try:
@@ -315,10 +323,9 @@ class Evaluation:
             self.runner.template.share_works = False
 
     def check(self, problem, size: SizeSpec) -> None:
-        model_seed = self.request.model_seed
         with self.judging():
-            model, init = build_model(problem, size.params, model_seed, self.device)
-        self.build(model, init, model_seed)
+            model, init = self.build_reference(problem, size)
+        self.build(model, init, self.request.model_seed)
         prints: dict = {}
         for seed in self.request.check_seeds:
             reference = self.reference(problem, model, size, seed)
@@ -331,7 +338,7 @@ class Evaluation:
         timing = self.request.timing
         model_seed = self.request.model_seed
         with self.judging():
-            model, init = build_model(problem, size.params, model_seed, self.device)
+            model, init = self.build_reference(problem, size)
         self.build(model, init, model_seed)
         with self.judging():
             input_sets = self.input_sets(problem, model, size, timing)

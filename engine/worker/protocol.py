@@ -48,6 +48,7 @@ class JudgeRequest:
     operators: int = 1  # compute operators in the Model's forward: the roundings a kernel may add
     precision_policy: str = "strict"
     allowed_torch_ops: tuple[str, ...] = ()
+    draws_random: bool = False  # the Problem's: calls start from one seed, candidates may draw
     check_seeds: tuple[int, ...] = ()
     check_sizes: tuple[str, ...] = ()
     model_seed: int = 0

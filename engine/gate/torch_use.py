@@ -4,6 +4,7 @@ views and layout, reading metadata), and the rejection that names any other."""
 from __future__ import annotations
 
 from engine.gate.correctness import CandidateRejected
+from engine.problems.trace import RANDOM_OPS
 
 # aten operators that allocate, fill with a constant, view, reshape or permute, or copy for
 # layout (`.contiguous()`); none of them computes values from tensor data. (aten's `unfold` is
@@ -19,9 +20,10 @@ LAYOUT_ATEN_OPS = frozenset(
     """.split()
 )
 
-# aten operators that draw random numbers into a new tensor: a candidate may call them where the
-# Model draws too (every call of either starts from one seed; engine.runner.calls.DRAW_SEED).
-RANDOM_ATEN_OPS = frozenset("rand randn randint randperm rand_like randn_like randint_like".split())
+# aten operators that draw random numbers into a new tensor (they share torch's names): a
+# candidate may call them where the Model draws too (every call of either starts from one seed;
+# engine.runner.calls.DRAW_SEED).
+RANDOM_ATEN_OPS = RANDOM_OPS
 
 
 def canonical_aten(name: str) -> str:

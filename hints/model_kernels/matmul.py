@@ -94,15 +94,17 @@ def _matmul_as_4d(t):
 
 
 def _matmul_config(M, N, K, interpreted):
-    """Tiles and launch settings: 128 x 128 x 32 tiles (256 x 256 x 512 in the interpreter), cut
-    to the problem (>= 16: tl.dot's least)."""
-    widest, deepest = (256, 512) if interpreted else (128, 32)
+    """Tiles and launch settings: 128 x 128 x 32 tiles (256 x 256 x 32 in the interpreter), cut
+    to the problem (>= 16: tl.dot's least). In the interpreter a deeper step lost accuracy
+    (KernelBench's MLP: normalized error 1.6e-7 at 32, 2.7e-7 at 128, 3.7e-7 at 512, past its
+    tolerance of 3.5e-7), so the depth stays."""
+    widest = 256 if interpreted else 128
     block_m = min(widest, max(16, triton.next_power_of_2(M)))
     block_n = min(widest, max(16, triton.next_power_of_2(N)))
     return {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
-        "BLOCK_K": min(deepest, max(16, triton.next_power_of_2(K))),
+        "BLOCK_K": min(32, max(16, triton.next_power_of_2(K))),
         "num_warps": 8 if block_m * block_n >= 128 * 128 else 4,
         "num_stages": 3,
     }

@@ -273,6 +273,7 @@ def test_conv_batch_norm_fold_matches_eval_mode_pytorch_and_trains_unfused():
 
 KERNELBENCH = [
     ("1_MLP.py", {"batch_size": 2, "input_size": 64, "layer_sizes": [48, 32], "output_size": 16}),
+    ("1_MLP.py", None),  # products 1000 long: the interpreter's matmul keeps its accuracy
     ("8_ResNetBasicBlock.py", None),
     ("43_MinGPTCausalAttention.py", None),
     ("39_GRU.py", None),

@@ -1,8 +1,9 @@
 """The whole-model family's rewrite of a problem file's own code (hints.model): its classes,
 constants and helpers kept; every nn module the kernel library has as `Kb<Name>` built as that;
 in the code that forward reaches, every torch computation a call of the library's `kb_<op>`
-(operators and comparisons too, `x[i] = v` through kb_setitem), layout calls left as they are;
-then conv, batch norm, residual and activation chains fused (hints/model_kernels/fusion.py)."""
+(operators and comparisons too, `x[i] = v` through kb_setitem, `x[idx]` through kb_getitem),
+layout calls left as they are; then conv, batch norm, residual and activation chains fused
+(hints/model_kernels/fusion.py)."""
 
 from __future__ import annotations
 
@@ -285,6 +286,15 @@ class Launches(ast.NodeTransformer):
         self.generic_visit(node)
         return self.binary(node)
 
+    def visit_Subscript(self, node):
+        """`x[index]` read with an index that may hold a tensor (`table[idx]`) as kb_getitem; ints,
+        slices, None and Ellipsis stay views."""
+        self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load) or is_basic_index(node.slice):
+            return node
+        name = self.use("kb_getitem", "x[index]", node)
+        return ast.copy_location(call(name, [node.value, index_expression(node.slice)]), node)
+
     def binary(self, node):
         if is_scalar(node.left) and is_scalar(node.right):
             return node
@@ -338,6 +348,16 @@ def _load(target):
     """An assignment target as an expression that reads it."""
     node = ast.parse(ast.unparse(target), mode="eval").body
     return ast.copy_location(node, target)
+
+
+def is_basic_index(node) -> bool:
+    """Whether a subscript's index is surely ints, slices, None or Ellipsis (a view)."""
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    return all(
+        isinstance(item, ast.Slice | ast.Constant)
+        or (isinstance(item, ast.UnaryOp) and isinstance(item.operand, ast.Constant))
+        for item in items
+    )
 
 
 def is_scalar(node) -> bool:

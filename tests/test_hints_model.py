@@ -306,3 +306,12 @@ def test_kernelbench_level3_passes_the_gate(spec, constants, tmp_path):
 def test_hand_written_norms_and_reductions_pass_the_gate(spec, tmp_path):
     target = load_problem(str(UNSEEN / spec))
     candidate_error(target, model.REWRITE.render(model.match(target)), tmp_path)
+
+
+def test_a_table_read_through_an_index_tensor_passes_the_gate(tmp_path):
+    """KernelBench's SwinTransformerV2 reads its bias table as `table[index.view(-1)]`: the
+    rewrite gathers the rows in a kernel (torch's `index` would be refused)."""
+    target = load_problem(str(UNSEEN / "model_bias_table.py"))
+    source = model.REWRITE.render(model.match(target))
+    assert "kb_getitem(self.table," in source
+    candidate_error(target, source, tmp_path)

@@ -101,6 +101,25 @@ def test_setitem_on_python_containers_and_unsupported_indices():
         lo.kb_setitem(x, x > 0, torch.randn(4, 3))
 
 
+@pytest.mark.parametrize(
+    "index",
+    [[5, 0, 5, 2], [[0, -1], [3, 1]], []],
+    ids=["repeats", "negative-2d", "empty"],
+)
+def test_getitem_gathers_rows_by_an_index_tensor(index):
+    """A Swin transformer's `table[relative_position_index.view(-1)]`: rows picked, any shape."""
+    table = torch.randn(6, 3, 2).transpose(1, 2)  # strided rows
+    index = torch.tensor(index, dtype=torch.int64)
+    assert_matches(layout_only(lo.kb_getitem, table, index), table[index])
+
+
+def test_getitem_leaves_views_and_python_containers_to_python():
+    x = torch.randn(4, 3)
+    view = layout_only(lo.kb_getitem, x, (slice(None), 1))
+    assert view.data_ptr() == x[:, 1].data_ptr()
+    assert lo.kb_getitem((7, 8), 1) == 8
+
+
 def test_copy_casts_and_broadcasts_into_a_view():
     dst = torch.zeros(4, 3, dtype=torch.int32).t()
     src = torch.tensor([1.7, -2.7, 3.2, -0.5])

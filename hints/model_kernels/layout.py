@@ -1,7 +1,7 @@
 """Data movement that is not a view: concatenation, stacking, assignment into a view, rolls,
 padding, repeats and flips are strided copies through the elementwise group's kernel (each a
-copy from a view of the source into a view of the result); triangles have a kernel of their
-own; einops-style rearrange is views, reshapes and a permute."""
+copy from a view of the source into a view of the result); triangles and rows picked by an index
+tensor have kernels of their own; einops-style rearrange is views, reshapes and a permute."""
 
 import math
 
@@ -9,9 +9,10 @@ import torch
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import kb_is_tensor
+from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
 from hints.model_kernels.elementwise import _elementwise_compute_dtype, _elementwise_launch
 
+_LAYOUT_TAKE_BLOCK = 1024  # elements of the result per program of the row gather
 # A tile of one matrix per program for tril/triu: 32 rows by 64 columns.
 _LAYOUT_TRIANGLE_ROWS = 32
 _LAYOUT_TRIANGLE_COLS = 64
@@ -63,6 +64,49 @@ def kb_stack(tensors, dim=0):
     tensors = list(tensors)
     dim = dim % (tensors[0].dim() + 1)
     return kb_cat([t.unsqueeze(dim) for t in tensors], dim)
+
+
+@triton.jit
+def _layout_take_rows_kernel(x_ptr, index_ptr, out_ptr, total, rows, inner, stride_row,
+                             stride_inner, BLOCK: tl.constexpr):  # fmt: skip
+    """out[i, j] = x[index[i], j] over out's flat elements (a negative index counts from the
+    end; one out of range reads nothing and leaves 0, where torch raises)."""
+    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    ok = e < total
+    i, j = e // inner, e % inner
+    row = tl.load(index_ptr + i, mask=ok, other=0).to(tl.int64)
+    row = tl.where(row < 0, row + rows, row)
+    ok = ok & (row >= 0) & (row < rows)
+    value = tl.load(x_ptr + row * stride_row + j * stride_inner, mask=ok, other=0)
+    tl.store(out_ptr + e, value, mask=e < total)
+
+
+def _layout_take_rows(x, index):
+    """x[index] for an integer tensor `index` of any shape: the rows of x it names."""
+    rows = x.shape[0]
+    source = x.reshape(rows, -1)
+    out = torch.empty((*index.shape, *x.shape[1:]), dtype=x.dtype, device=x.device)
+    total = out.numel()
+    if total == 0:
+        return out
+    block = _LAYOUT_TAKE_BLOCK
+    if kb_interpreted(x):
+        block = min(triton.next_power_of_2(total), KB_INTERPRETER_TILE)
+    _layout_take_rows_kernel[(triton.cdiv(total, block),)](
+        source, index.reshape(-1), out, total, rows, source.shape[1], *source.stride(),
+        BLOCK=block,
+    )  # fmt: skip
+    return out
+
+
+def kb_getitem(x, index):
+    """`x[index]`: rows of a tensor picked by an integer tensor (`table[idx]`, idx of any shape)
+    gathered by a kernel; anything else as Python indexes it (a view for ints, slices, None and
+    Ellipsis; the gate names the torch operator that other tensor indices reach)."""
+    if kb_is_tensor(x) and kb_is_tensor(index) and x.dim() > 0:
+        if not index.dtype.is_floating_point and index.dtype != torch.bool:
+            return _layout_take_rows(x, index)
+    return x[index]
 
 
 def _layout_is_basic_index(index) -> bool:

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.backends.local import LocalBackend
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
 from engine.jobs import EvalJob, RungSpec
 from engine.problems import load_problem
-from engine.worker import Timeouts
 
 UNSEEN = Path(__file__).parent / "problems_unseen"
-
-
-@pytest.fixture(scope="module")
-def backend():
-    local = LocalBackend("cpu", timeouts=Timeouts(compile_s=20, run_s=20, time_s=30))
-    yield local
-    local.close()
 
 
 def rewrite(problem) -> str:

@@ -31,13 +31,14 @@ class CandidateRejected(Exception):
 class Reference:
     """What the judge keeps for one input set: its own copy of the inputs, the float64 reference
     (on the device, or in host memory where the device is short of it), PyTorch's own output at
-    its defaults, that output's error and the reference's fingerprint."""
+    its defaults, that output's error and the fingerprints of the reference and of that output."""
 
     inputs: list
     ref64: list[torch.Tensor]
     expected: list[torch.Tensor]
     torch_error: float
     ref_print: tuple[float, ...]
+    expected_print: tuple[float, ...]
 
 
 def as_list(out) -> list:
@@ -139,7 +140,7 @@ def compute_reference(model, inputs: list) -> Reference:
         expected = as_list(model(*inputs))
     torch_error = max(normalized_error(e, r) for e, r in zip(expected, ref64, strict=True))
     saved = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-    return Reference(saved, ref64, expected, torch_error, fingerprint(ref64))
+    return Reference(saved, ref64, expected, torch_error, fingerprint(ref64), fingerprint(expected))
 
 
 def check_structure(described: list, expected: list[torch.Tensor]) -> None:

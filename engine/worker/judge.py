@@ -265,7 +265,7 @@ class Evaluation:
         finally:
             self.release_shared()
         print_ = fingerprint(outputs)
-        references = (reference.ref_print, fingerprint(reference.expected))
+        references = (reference.ref_print, reference.expected_print)
         then = earlier.get(print_, references)
         if then[0] != references[0] and then[1] != references[1]:
             raise CandidateRejected(

@@ -77,6 +77,7 @@ def moved(reference: Reference, device) -> Reference:
         expected=[move(x) for x in reference.expected],
         torch_error=reference.torch_error,
         ref_print=reference.ref_print,
+        expected_print=reference.expected_print,
     )
 
 

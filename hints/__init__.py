@@ -15,6 +15,7 @@ No chain of imports among these modules closes a cycle.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 
 from hints.base import SYMPTOMS, Family, Match, Param, Strategy
@@ -53,7 +54,25 @@ def families() -> list[Family]:
 
 
 def match_problem(problem) -> list[tuple[Family, Match]]:
-    """Every family that recognises the problem, with what it recognised."""
+    """Every family that recognises the problem, with what it recognised. Matched once per
+    process and problem: a whole model's match builds it on meta a hundred times and more (a
+    level 3 file's takes seconds), and a session matches at its creation and at its start."""
+    described = repr((problem.path, problem.source, problem.sizes, problem.calls,
+                      problem.replaces, problem.output_specs, problem.input_specs,
+                      problem.precision_policy, problem.allowed_torch_ops))  # fmt: skip
+    key = hashlib.sha256(described.encode()).hexdigest()
+    if key not in _MATCHED:
+        if len(_MATCHED) >= MATCHES_KEPT:
+            _MATCHED.pop(next(iter(_MATCHED)), None)  # the oldest
+        _MATCHED[key] = tuple(_match(problem))
+    return list(_MATCHED[key])
+
+
+MATCHES_KEPT = 256
+_MATCHED: dict[str, tuple] = {}
+
+
+def _match(problem) -> list[tuple[Family, Match]]:
     found = []
     for family in sorted(families(), key=lambda f: f.fallback):
         if family.fallback and found:

@@ -52,6 +52,8 @@ def test_the_checks_read_a_reference_a_slice_at_a_time_as_whole(monkeypatch):
     holed = out.clone()
     holed.view(-1)[[5, 6000]] = float("nan")
     assert correctness.nonfinite_count(holed, ref64) == 2
+    # A finite output is settled without the reference crossing (a meta tensor cannot cross).
+    assert correctness.nonfinite_count(out, ref64.to("meta")) == 0
     with pytest.raises(correctness.CandidateRejected, match="all zeros"):
         correctness.check_not_constant(0, torch.zeros_like(out), ref64, out)
     zeros = torch.zeros(2)

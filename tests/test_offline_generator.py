@@ -3,10 +3,12 @@ subprocess, the Triton interpreter) for every built-in problem, and for problems
 families that it has no special case for."""
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+import hints
 from engine.backends.local import LocalBackend
 from engine.gate.precision import infer_precision
 from engine.generate.base import GenerationRequest, GeneratorError, ParentInfo
@@ -57,6 +59,20 @@ def test_coarse_round_is_one_candidate_per_applicable_strategy():
     problem = load_problem("softmax")
     proposals = coarse(problem)
     assert len({p.origin for p in proposals}) == len(proposals) >= 2
+
+
+def test_a_problem_is_matched_once_per_process():
+    """A session's generator matches at its creation and again at its start: the second is the
+    first's matches; the same file under another policy, or a problem posed with other sizes,
+    is matched anew."""
+    problem = load_problem("rmsnorm")
+    first = hints.match_problem(problem)
+    assert [m for _, m in hints.match_problem(problem)] == [m for _, m in first]
+    assert all(a is b for (_, a), (_, b) in zip(hints.match_problem(problem), first, strict=True))
+    tf32 = load_problem("rmsnorm", "tf32")
+    assert all(a is not b for (_, a), (_, b) in zip(hints.match_problem(tf32), first, strict=True))
+    tiny = replace(problem, sizes=problem.tier("tiny"))
+    assert hints.match_problem(tiny)[0][1] is not first[0][1]
 
 
 def test_mutations_follow_the_diagnosis_and_are_deterministic():

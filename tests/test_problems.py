@@ -1,6 +1,7 @@
 """Loading problems: the built-ins, and a clear error for each way a problem file can be broken."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,6 +47,21 @@ def test_a_kernelbench_file_loads(tmp_path):
     assert problem.replaces == ("relu",)
     assert problem.output_specs["default"] == [([4, 4], "float32")]
     assert problem.tolerance is None
+
+
+def test_a_file_is_loaded_once_per_process_until_it_changes(tmp_path):
+    """A bench loads each file for its plan, its session and its search: the second load is the
+    first's Problem; an edited file is loaded again, and a file broken since raises again."""
+    path = write(tmp_path, GOOD)
+    first = load_problem(path)
+    assert load_problem(path) is first
+    assert load_problem(path, "tf32") is not first  # another policy: another problem
+    Path(path).write_text(textwrap.dedent(GOOD).replace("torch.relu(x)", "torch.sigmoid(x)"))
+    assert load_problem(path).replaces == ("sigmoid",)
+    Path(path).write_text("import not_a_module_kb\n")
+    for _ in range(2):
+        with pytest.raises(ProblemError, match="ModuleNotFoundError"):
+            load_problem(path)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import importlib.util
 import inspect
 import sys
@@ -124,13 +126,22 @@ def inspect_size(module: ModuleType, path: Path, size: Size):
 
 
 def load_problem(spec: str, precision_policy: str = "strict") -> Problem:
-    """The problem `spec` names, posed under the session's precision policy."""
+    """The problem `spec` names, posed under the session's precision policy. Loaded once per
+    process and file contents: a bench loads each of its files for its plan, its session and its
+    search, and deriving a level 3 model's tiny size alone takes seconds."""
     if precision_policy not in PRECISION_POLICIES:
         raise ProblemError(
             f"unknown precision policy {precision_policy!r}: choose "
             f"{' or '.join(PRECISION_POLICIES)}"
         )
     path = resolve_path(spec)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _load(path, digest, precision_policy)
+
+
+@functools.lru_cache(maxsize=256)
+def _load(path: Path, digest: str, precision_policy: str) -> Problem:
+    """The problem in `path`, whose contents hash to `digest` (the cache's key)."""
     module = import_module_from(path, "problem")
     check_symbols(module, path)
     sizes, derived = read_sizes(module, path)

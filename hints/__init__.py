@@ -19,6 +19,7 @@ import hashlib
 import importlib
 
 from hints.base import SYMPTOMS, Family, Match, Param, Strategy
+from hints.core.memo import memoized
 
 FAMILY_MODULES = (
     "reductions",
@@ -53,26 +54,22 @@ def families() -> list[Family]:
     return [importlib.import_module(f"hints.{name}").FAMILY for name in FAMILY_MODULES]
 
 
-def match_problem(problem) -> list[tuple[Family, Match]]:
-    """Every family that recognises the problem, with what it recognised. Matched once per
-    process and problem: a whole model's match builds it on meta a hundred times and more (a
-    level 3 file's takes seconds), and a session matches at its creation and at its start."""
+def matched(problem) -> str:
+    """What a problem's matches depend on, as a key."""
     described = repr((problem.path, problem.source, problem.sizes, problem.calls,
                       problem.replaces, problem.output_specs, problem.input_specs,
                       problem.precision_policy, problem.allowed_torch_ops))  # fmt: skip
-    key = hashlib.sha256(described.encode()).hexdigest()
-    if key not in _MATCHED:
-        if len(_MATCHED) >= MATCHES_KEPT:
-            _MATCHED.pop(next(iter(_MATCHED)), None)  # the oldest
-        _MATCHED[key] = tuple(_match(problem))
-    return list(_MATCHED[key])
+    return hashlib.sha256(described.encode()).hexdigest()
 
 
-MATCHES_KEPT = 256
-_MATCHED: dict[str, tuple] = {}
+def match_problem(problem) -> list[tuple[Family, Match]]:
+    """Every family that recognises the problem, with what it recognised (hints.core.memo: once
+    per process and problem)."""
+    return list(_match(problem))
 
 
-def _match(problem) -> list[tuple[Family, Match]]:
+@memoized(matched)
+def _match(problem) -> tuple[tuple[Family, Match], ...]:
     found = []
     for family in sorted(families(), key=lambda f: f.fallback):
         if family.fallback and found:
@@ -80,7 +77,7 @@ def _match(problem) -> list[tuple[Family, Match]]:
         match = family.match(problem)
         if match is not None:
             found.append((family, match))
-    return found
+    return tuple(found)
 
 
 __all__ = ["SYMPTOMS", "Family", "Match", "Param", "Strategy", "families", "match_problem"]

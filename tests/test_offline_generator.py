@@ -14,6 +14,8 @@ from engine.gate.precision import infer_precision
 from engine.generate.base import GenerationRequest, GeneratorError, ParentInfo
 from engine.generate.offline import OfflineGenerator
 from engine.problems import builtin_names, load_problem
+from hints.core.binding import bind
+from hints.core.dataflow import trace_graph
 
 TESTS = Path(__file__).parent
 UNSEEN = [
@@ -73,6 +75,20 @@ def test_a_problem_is_matched_once_per_process():
     assert all(a is not b for (_, a), (_, b) in zip(hints.match_problem(tf32), first, strict=True))
     tiny = replace(problem, sizes=problem.tier("tiny"))
     assert hints.match_problem(tiny)[0][1] is not first[0][1]
+
+
+def test_a_problem_is_traced_and_bound_once_per_size():
+    """Every family asks for the reference's dataflow and binding: each is built on the meta
+    device once per problem source and size (an LSTM's trace takes seconds)."""
+    problem = load_problem("rmsnorm")
+    smallest, largest = problem.sizes[0], problem.sizes[-1]
+    graph = trace_graph(problem, smallest)
+    assert trace_graph(problem, smallest) is graph and trace_graph(problem) is graph
+    assert trace_graph(problem, largest).leaves[0][1] != graph.leaves[0][1]
+    assert bind(problem) is bind(problem)
+    edited = replace(problem, source=problem.source + "\n# edited\n")
+    assert trace_graph(edited, smallest) is not graph
+    assert trace_graph(edited, smallest) == graph
 
 
 def test_mutations_follow_the_diagnosis_and_are_deterministic():

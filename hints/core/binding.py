@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 from engine.problems.loader import import_module_from
 from engine.problems.trace import LAYOUT_OPS, canonical_op, model_on_meta
 from engine.runner.calls import call_with_size
+from hints.core.memo import at_size, memoized
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ def on_meta(problem, size=None):
         yield module, model, call_with_size(module.get_inputs, params)
 
 
+@memoized(at_size)
 def bind(problem) -> Binding | None:
     """Run the reference once on the meta device (smallest size) to tie traced tensors to names.
 

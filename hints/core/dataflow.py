@@ -13,6 +13,7 @@ from torch.overrides import TorchFunctionMode
 from engine.problems.trace import canonical_op, describe_arg, is_reflected
 from hints.core.binding import on_meta
 from hints.core.expressions import Expr, binary, call, scalar, step
+from hints.core.memo import at_size, memoized
 
 # Calls that return their operand's values unchanged (same shape, fp32 math downstream).
 IDENTITY_OPS = frozenset("contiguous clone detach float to".split())
@@ -98,6 +99,7 @@ class DataflowRecorder(TorchFunctionMode):
         return out
 
 
+@memoized(at_size)
 def trace_graph(problem, size=None) -> Graph | None:
     """The dataflow of Model.forward at `size` (default: the smallest), on the meta device; None
     where the Model does not run there."""

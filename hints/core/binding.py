@@ -10,11 +10,10 @@ import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import torch
 from torch.overrides import TorchFunctionMode
 
 from engine.problems.loader import import_module_from
-from engine.problems.trace import LAYOUT_OPS, canonical_op, model_on_meta
+from engine.problems.trace import LAYOUT_OPS, canonical_op, model_on_meta, on_meta_device
 from engine.runner.calls import call_with_size
 from hints.core.memo import at_size, memoized
 
@@ -100,7 +99,7 @@ def on_meta(problem, size=None):
     module = import_module_from(problem.path, "problem")
     params = (size or problem.smallest).params
     model = model_on_meta(module.Model, lambda: call_with_size(module.get_init_inputs, params))
-    with torch.device("meta"):
+    with on_meta_device():
         yield module, model, call_with_size(module.get_inputs, params)
 
 

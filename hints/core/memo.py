@@ -5,6 +5,7 @@ and a session matches at its creation and again at its start."""
 from __future__ import annotations
 
 import functools
+import threading
 
 KEPT = 256  # entries per memoized function; the oldest goes first
 
@@ -14,15 +15,19 @@ def memoized(key_of):
 
     def decorate(fn):
         kept: dict = {}
+        held = threading.Lock()  # a bench's threads share the memo (not the computing)
 
         @functools.wraps(fn)
         def memo(*args):
             key = key_of(*args)
-            if key not in kept:
+            with held:
+                if key in kept:
+                    return kept[key]
+            value = fn(*args)
+            with held:
                 if len(kept) >= KEPT:
-                    kept.pop(next(iter(kept)), None)
-                kept[key] = fn(*args)
-            return kept[key]
+                    kept.pop(next(iter(kept)))
+                return kept.setdefault(key, value)
 
         return memo
 

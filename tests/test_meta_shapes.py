@@ -84,3 +84,17 @@ def test_a_batch_norm_keeps_its_input_shape_and_layout(shape, channels_last, tra
         out = norm(x)
     assert "batch_norm" not in passed.ops
     assert (out.shape, out.stride(), out.dtype) == (expected.shape, expected.stride(), x.dtype)
+
+
+def test_shapes_that_do_not_fit_still_fail_as_pytorchs_own_do():
+    """Sizing tries cuts on meta: a batch norm whose channels are not the input's, one that trains
+    on a single value per channel, or a recurrence fed the wrong width must fail there too."""
+    norm = torch.nn.BatchNorm2d(4).to("meta")
+    with on_meta_device(), pytest.raises(RuntimeError):
+        norm(torch.empty(2, 3, 5, 5))
+    with on_meta_device(), pytest.raises(ValueError, match="more than 1 value per channel"):
+        norm(torch.empty(1, 4, 1, 1))
+    lstm = torch.nn.LSTM(5, 4).to("meta")
+    x, h = torch.empty(6, 3, 7, device="meta"), torch.empty(1, 3, 4, device="meta")
+    with on_meta_device(), pytest.raises(RuntimeError):
+        torch.lstm(x, (h, h), lstm._flat_weights, True, 1, 0.0, False, False, False)

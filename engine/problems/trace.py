@@ -151,27 +151,44 @@ class OperatorRecorder(TorchFunctionMode):
 
 def recurrence_outputs(kind: str, args: tuple, kwargs: dict) -> tuple | None:
     """torch.lstm's (output, h, c), torch.gru's and torch.rnn_*'s (output, h) as empty tensors
-    of their shapes, for the padded-input form nn.LSTM, nn.GRU and nn.RNN call; None for a packed
-    sequence's data."""
+    of their shapes, for the padded-input form nn.LSTM, nn.GRU and nn.RNN call. None for a packed
+    sequence's data, or an input whose width is not the first layer's."""
     lstm = kind == "lstm"
     padded = isinstance(args[1], (list, tuple)) if lstm else isinstance(args[2], (list, tuple))
     if not padded or len(args) != 9 or kwargs:
         return None
-    input, state, bidirectional = args[0], args[1], args[7]
+    input, state, params, bidirectional = args[0], args[1], args[2], args[7]
+    if not params or input.shape[-1] != params[0].shape[-1]:
+        return None
     states = tuple(state) if lstm else (state,)
     width = (2 if bidirectional else 1) * states[0].shape[-1]
     return (input.new_empty((*input.shape[:-1], width)), *(s.new_empty(s.shape) for s in states))
 
 
+def batch_norm_output(args: tuple, kwargs: dict):
+    """torch.batch_norm's and F.batch_norm's output as an empty tensor like the input. None where
+    a statistic or an affine parameter does not match the input's channels, or where training
+    sees one value per channel."""
+    input = args[0]
+    given = [a for a in (*args[1:5], *kwargs.values()) if isinstance(a, torch.Tensor)]
+    training = kwargs.get("training", args[5] if len(args) > 5 else False)
+    if input.dim() < 2 or any(t.shape != (input.shape[1],) for t in given):
+        return None
+    if training and input.numel() == input.shape[1]:
+        return None
+    return torch.empty_like(input)
+
+
 # Operators whose meta run PyTorch decomposes in Python (a 6-layer LSTM over 512 steps: 15 s a
 # call; a batch norm 17 ms, DenseNet121 calls it 120 times a forward): their outputs by shape.
+# Where a shape rule returns None, PyTorch's own run goes ahead and says what does not fit.
 BY_SHAPE = {
     torch.lstm: partial(recurrence_outputs, "lstm"),
     torch.gru: partial(recurrence_outputs, "gru"),
     torch.rnn_tanh: partial(recurrence_outputs, "rnn"),
     torch.rnn_relu: partial(recurrence_outputs, "rnn"),
-    torch.batch_norm: lambda args, kwargs: torch.empty_like(args[0]),
-    torch.nn.functional.batch_norm: lambda args, kwargs: torch.empty_like(args[0]),
+    torch.batch_norm: batch_norm_output,
+    torch.nn.functional.batch_norm: batch_norm_output,
 }
 
 

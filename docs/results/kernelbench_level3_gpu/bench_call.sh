@@ -1,0 +1,20 @@
+# One device call of the level 3 bench (issue 31): `bash bench_call.sh N...` benches the level 3
+# files numbered N... (`.gpu/KernelBench/level3/N_*.py`, KernelBench's own files) at their own
+# sizes, 15 GPU-s a search, the default --jobs, into an --out that already holds the earlier
+# calls' results (.gpu/cuda.json, when there is one). The results go to $OUT every 20 s and at
+# the end, so a call cut short keeps what it finished. LIMIT (default 520) bounds the bench.
+set -u
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+mkdir -p /tmp/bw && dpkg -x .gpu/bubblewrap_*.deb /tmp/bw || exit 1
+export PATH=/tmp/bw/usr/bin:/tmp/site/bin:$PATH PYTHONPATH=/tmp/site
+{ cat .gpu/commit; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; free -g | head -2; } > $OUT/env.log
+mkdir -p /tmp/kb
+[ -f .gpu/cuda.json ] && cp .gpu/cuda.json /tmp/kb/cuda.json
+files=$(for n in "$@"; do ls .gpu/KernelBench/level3/${n}_*.py; done)
+( while sleep 20; do cp /tmp/kb/cuda.json /tmp/kb/cuda.md $OUT/ 2>/dev/null; done ) &
+t0=$(date +%s)
+KERNELBRAIN_SESSIONS=/tmp/s timeout -s INT -k 15 ${LIMIT:-520} python3 -m engine.cli bench $files \
+  --backend cuda --budget-per-problem 15gpu-s --seed 0 --out /tmp/kb > $OUT/bench.out 2>&1
+echo "bench rc=$? wall_s=$(( $(date +%s) - t0 ))" >> $OUT/env.log
+cp /tmp/kb/cuda.json /tmp/kb/cuda.md $OUT/ 2>/dev/null

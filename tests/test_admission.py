@@ -4,10 +4,26 @@ all of it alone, and estimates from the problem's own tensors without allocating
 
 import threading
 import time
+from pathlib import Path
 
-from engine.bench.admission import Admission, Footprint, auto_jobs, chosen, footprint
+import torch
+from meta_calls import Passed
+
+from engine.bench.admission import (
+    FLOAT64_FACTOR,
+    INPUT_COPIES,
+    OUTPUT_COPIES,
+    Admission,
+    Footprint,  # fmt: skip
+    auto_jobs,
+    chosen,
+    data_bytes,
+    footprint,
+)
 from engine.bench.runner import admitted_labels, run_concurrently
 from engine.problems import load_problem
+
+KERNELBENCH = Path(__file__).resolve().parent / "problems_kernelbench"
 
 GiB = 1 << 30
 
@@ -67,6 +83,53 @@ def test_the_estimate_counts_the_problems_own_tensors_on_the_device():
     assert on_gpu.host < 16 * GiB  # the processes alone: no tensor of it lives on the host
     tiny = footprint(softmax, admitted_labels(softmax, "cpu"), "cpu")
     assert tiny.gpu == 0 and tiny.host < on_gpu.gpu
+
+
+def test_a_recurrent_models_estimate_counts_its_output_by_shape():
+    """A bench at --jobs auto estimates every problem before it starts: a 6-layer GRU over 512
+    steps counts its real output, found by shape (PyTorch's own meta run steps through it in
+    Python, seconds a size)."""
+    gru = load_problem(str(KERNELBENCH / "level3" / "39_GRU.py"))
+    weights = sum(p.numel() for p in torch.nn.GRU(128, 256, 6).parameters()) * 4
+    inputs, output = (512 * 10 * 128 + 6 * 10 * 256) * 4, 512 * 10 * 256 * 4
+    with Passed() as passed:
+        estimate = data_bytes(gru, [gru.full[0].label])
+    assert "gru" not in passed.ops
+    assert estimate == (INPUT_COPIES * inputs + OUTPUT_COPIES * output + 2 * weights
+                        + FLOAT64_FACTOR * (inputs + weights + output))  # fmt: skip
+
+
+ITEM_IN_CONSTRUCTOR = """
+import torch
+
+class Model(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.rate = float(torch.linspace(0, 1, 4)[1].item())  # as Swin's drop-path rates
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x) * self.rate
+
+def get_inputs():
+    return [torch.rand(8, 64)]
+
+def get_init_inputs():
+    return [64]
+"""
+
+
+def test_a_model_whose_constructor_needs_values_is_estimated(tmp_path):
+    """The meta device cannot run `.item()`: such a Model is built on the cpu for its estimate
+    (an exception here would stop the whole bench before its first search)."""
+    path = tmp_path / "item_in_constructor.py"
+    path.write_text(ITEM_IN_CONSTRUCTOR)
+    problem = load_problem(str(path))
+    inputs, output, weights = 8 * 64 * 4, 8 * 64 * 4, (64 * 64 + 64) * 4
+    assert data_bytes(problem, [problem.full[0].label]) == (
+        INPUT_COPIES * inputs + OUTPUT_COPIES * output + 2 * weights
+        + FLOAT64_FACTOR * (inputs + weights + output))  # fmt: skip
+    assert footprint(problem, admitted_labels(problem, "cuda"), "cuda").gpu > 0
 
 
 def test_auto_jobs_and_what_the_bench_says_it_chose():

@@ -5,7 +5,7 @@ recurrence at KernelBench's sizes, 17 ms per batch norm)."""
 
 import pytest
 import torch
-from torch.overrides import TorchFunctionMode
+from meta_calls import Passed
 
 from engine.problems.trace import MetaShapes, on_meta_device
 
@@ -18,18 +18,6 @@ LAYERS = [
     ("RNN", {"nonlinearity": "relu", "bidirectional": True}),
     ("RNN", {}),
 ]
-
-
-class Passed(TorchFunctionMode):
-    """Entered before on_meta_device: sees the calls that reach PyTorch's own meta run."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.ops.append(getattr(func, "__name__", ""))
-        return func(*args, **(kwargs or {}))
 
 
 def run_on_meta(layer: torch.nn.Module, x: torch.Tensor, *state):
@@ -74,8 +62,8 @@ def test_real_tensors_are_computed():
                                                    ((2, 3, 4, 4, 4), False)])  # fmt: skip
 @pytest.mark.parametrize("training", [True, False])
 def test_a_batch_norm_keeps_its_input_shape_and_layout(shape, channels_last, training):
-    norm = (torch.nn.BatchNorm1d, torch.nn.BatchNorm1d, torch.nn.BatchNorm2d,
-            torch.nn.BatchNorm3d)[len(shape) - 2](3).to("meta").train(training)  # fmt: skip
+    kind = {2: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d, 5: torch.nn.BatchNorm3d}[len(shape)]
+    norm = kind(3).to("meta").train(training)
     x = torch.empty(shape, device="meta")
     if channels_last:
         x = x.to(memory_format=torch.channels_last)

@@ -62,18 +62,22 @@ def data_bytes(problem, labels) -> int:
     measured on the meta device, so nothing is allocated."""
     import torch
 
-    from engine.gate.correctness import as_list, build_model, make_inputs
+    from engine.gate.correctness import as_list, make_inputs
     from engine.problems.loader import import_module_from
+    from engine.problems.trace import model_on_meta, on_meta_device
+    from engine.runner.calls import call_with_size
 
     module = import_module_from(problem.path, "problem")
     largest = 0
     for label in labels:
         params = problem.size(label).params
         inputs = make_inputs(module, params, 0, "meta")
-        model, _ = build_model(module, params, 0, "meta")
+        # Built on the cpu and moved where its constructor needs values (a Swin's `.item()`).
+        init = list(call_with_size(module.get_init_inputs, params))
+        model = model_on_meta(module.Model, init.copy)
         weights = tensor_bytes([*model.parameters(), *model.buffers()])
         try:
-            with torch.no_grad():
+            with torch.no_grad(), on_meta_device():  # an LSTM by its shapes, not step by step
                 outputs = tensor_bytes(as_list(model(*inputs)))
         except Exception:  # an operator without a meta kernel: outputs as large as inputs
             outputs = tensor_bytes(inputs)

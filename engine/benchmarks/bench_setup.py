@@ -3,9 +3,11 @@ in the same run:
 
     python -m engine.benchmarks.bench_setup KernelBench/KernelBench --level 3 [--before OLD]
 
-Per file, what `kernelbrain bench` does on the way to a search: the file loaded for the plan, for
-the session and for the search (three load_problem calls), and the offline generator started at
-the session's creation and at the search's start (two OfflineGenerator constructions). Each tree
+Per file, what `kernelbrain bench --backend cuda` does on the way to a search: the file loaded
+for the plan, for the session and for the search (three load_problem calls), its memory estimate
+at every size (the default --jobs auto admits by it; no GPU is touched), and the offline generator
+started at the session's creation and at the search's start (two OfflineGenerator
+constructions). Each tree
 runs in one fresh process, as a bench does, and prints one line per file and its total; a file
 that fails says why in its line and counts its seconds all the same. `--before` is a checkout of
 an older commit (`git worktree add /tmp/before COMMIT`)."""
@@ -23,6 +25,8 @@ from engine.bench.kernelbench import expand_folder
 # Run with the tree as the current directory: it imports only what every tree has had.
 CHILD = """
 import json, sys, time
+from engine.bench.admission import footprint
+from engine.bench.runner import admitted_labels
 from engine.generate.offline import OfflineGenerator
 from engine.problems import load_problem
 for path in sys.argv[1:]:
@@ -31,6 +35,7 @@ for path in sys.argv[1:]:
         for _ in range(3):
             problem = load_problem(path)
         line["load_s"] = round(time.perf_counter() - start, 2)
+        footprint(problem, admitted_labels(problem, "cuda"), "cuda")
         for _ in range(2):
             OfflineGenerator(problem)
     except Exception as exc:

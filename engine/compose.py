@@ -40,21 +40,15 @@ def create_session(paths: SessionPaths, wanted: SessionSettings) -> SessionSetti
     `wanted.problem` is a built-in name or a file, its backend may be auto and its ladder empty;
     what is stored (and returned) names the problem and its file, the backend it resolved to and
     the ladder (the default one unless given), with the session's name and creation time."""
-    from engine.backends import resolve_backend, resolve_gpus
     from engine.search.rungs import default_ladder
 
     problem = load_session_problem(wanted, wanted.problem)
-    backend = resolve_backend(wanted.backend, wanted.ray)
-    gpus = wanted.gpus
-    if isinstance(gpus, str):
-        gpus = resolve_gpus(gpus, backend, wanted.ray)
+    wanted = resolve_devices(wanted)
     settings = replace(
         wanted,
         problem=problem.name,
         problem_path=str(problem.path),
-        backend=backend,
-        gpus=gpus,
-        ladder=wanted.ladder or tuple(default_ladder(problem, backend)),
+        ladder=wanted.ladder or tuple(default_ladder(problem, wanted.backend)),
         session=paths.name,
         created_at=time.time(),
     )
@@ -69,8 +63,31 @@ def create_session(paths: SessionPaths, wanted: SessionSettings) -> SessionSetti
     return settings
 
 
-def resume_session(paths: SessionPaths) -> Engine:
-    """The engine of an existing session, holding its lock (taken before the file is opened)."""
+def resolve_devices(wanted: SessionSettings) -> SessionSettings:
+    """`wanted` with its backend (auto made concrete) and its devices (--gpus) resolved."""
+    from engine.backends import resolve_backend, resolve_gpus
+
+    backend = resolve_backend(wanted.backend, wanted.ray)
+    gpus = wanted.gpus
+    if isinstance(gpus, str):
+        gpus = resolve_gpus(gpus, backend, wanted.ray)
+    return replace(wanted, backend=backend, gpus=gpus)
+
+
+def start_backends(wanted: SessionSettings) -> tuple[SessionSettings, list]:
+    """The backends that `wanted` asks for, started before its problem is loaded: their judges'
+    imports and runner templates (seconds) then overlap the problem's load and trace instead of
+    following them. Returns `wanted` resolved (resolve_devices) with them."""
+    from engine.backends import make_backends
+
+    wanted = resolve_devices(wanted)
+    return wanted, make_backends(wanted.backend, wanted.gpus, wanted.ray)
+
+
+def resume_session(paths: SessionPaths, backends: list | None = None) -> Engine:
+    """The engine of an existing session, holding its lock (taken before the file is opened).
+    `backends`: those start_backends started for it (the caller's to close if this raises), else
+    they are made here."""
     from engine.backends import make_backends
 
     lock = EngineLock(paths)
@@ -82,7 +99,7 @@ def resume_session(paths: SessionPaths) -> Engine:
         problem = load_session_problem(settings, settings.problem_path)
         generator = make_generator(settings, problem)
         generator.preflight()
-        backends = make_backends(settings.backend, settings.gpus, settings.ray)
+        backends = backends or make_backends(settings.backend, settings.gpus, settings.ray)
     except BaseException:
         if store is not None:
             store.close()

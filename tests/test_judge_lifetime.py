@@ -1,6 +1,7 @@
 """The judge and its runners end with the engine, however the engine ends (SIGTERM as `timeout`
 sends, SIGHUP as a closed SSH session sends, SIGKILL), even while the judge waits on a runner
-whose candidate never finishes."""
+whose candidate never finishes. A headless run starts its judge before it loads the problem, and
+a run that cannot start ends the judge it started."""
 
 import os
 import signal
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.worker.client import WorkerClient
 from tests.adversarial.softmax import HANGS_FOREVER
+from tests.cli import kernelbrain
 from tests.processes import alive, command_line, descendants
 
 ROOT = Path(__file__).parent.parent
@@ -51,3 +54,79 @@ def test_judge_and_runners_die_with_the_engine(tmp_path, how):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, [command_line(pid) for pid in left]
+
+
+def judges_of_this_process() -> set[int]:
+    return {pid for pid in alive(descendants(os.getpid())) if "engine.worker" in command_line(pid)}
+
+
+# Loading a problem runs its get_inputs; run in the engine's process (the pid in WATCHED_PID),
+# this one writes to SEEN how many judges that process had started by then (waiting up to 60 s
+# for one).
+PROBLEM_THAT_LOOKS_FOR_ITS_JUDGE = """
+import os
+import time
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def get_inputs():
+    seen = Path(os.environ["SEEN"])
+    if os.getpid() == int(os.environ["WATCHED_PID"]) and not seen.exists():
+        from tests.test_judge_lifetime import judges_of_this_process
+
+        deadline = time.monotonic() + 60
+        while not judges_of_this_process() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.write_text(str(len(judges_of_this_process())))
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_headless_run_starts_its_judge_before_it_loads_the_problem(tmp_path):
+    """The judge's imports and runner template (seconds) overlap the problem's load and trace."""
+    problem = tmp_path / "double.py"
+    problem.write_text(PROBLEM_THAT_LOOKS_FOR_ITS_JUDGE)
+    seen = tmp_path / "judges_seen_while_loading"
+    run = kernelbrain("run", problem, "--headless", "--backend", "cpu", "--budget", "1evals",
+                      "--sessions-dir", tmp_path / "sessions",
+                      env={"SEEN": str(seen), "WATCHED_PID": str(os.getpid())})  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert seen.read_text() == "1"
+    assert "finished" in run.stderr
+
+
+def test_a_run_whose_problem_does_not_load_ends_the_judge_it_started(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                      "        return x.sum(\n")  # fmt: skip
+    before = judges_of_this_process()
+    run = kernelbrain("run", broken, "--headless", "--backend", "cpu",
+                      "--sessions-dir", tmp_path / "sessions")  # fmt: skip
+    assert run.returncode == 2
+    assert "syntax error at line 5" in run.stderr
+    assert judges_of_this_process() - before == set()
+
+
+def test_closing_a_judge_that_is_still_starting_kills_it_at_once():
+    """A run that cannot start does not wait seconds for its judge to become ready first."""
+    client = WorkerClient("cpu")
+    client.start_soon()
+    deadline = time.monotonic() + 30
+    while client.proc is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    judge = client.proc
+    client.close()
+    assert judge.returncode == -signal.SIGKILL
+    assert client.isolation == {}  # it never said it was ready

@@ -146,7 +146,7 @@ def default_session_name(problem: str) -> str:
 
 
 def cmd_run(args) -> int:
-    from engine.compose import create_session
+    from engine.compose import create_session, start_backends
     from engine.session.settings import SessionSettings
 
     if args.generator == "llm" and not args.model:
@@ -164,60 +164,92 @@ def cmd_run(args) -> int:
         paths = new_session_paths(args.session, args.sessions_dir)
     except SessionError as exc:
         raise UsageError(str(exc)) from exc
-    try:
-        with session_folder_writes(paths):
-            wanted = SessionSettings(
-                problem=args.problem,
-                backend=args.backend,
-                seed=args.seed,
-                limits=limits,
-                generator=args.generator,
-                model=args.model,
-                api_base=args.api_base,
-                precision_policy=args.precision,
-                allowed_torch_ops=args.allow_torch_ops,
-                gpus=args.gpus,
-                ray=args.ray,
-            )
-            create_session(paths, wanted)
-    except CommandFailed:  # a folder it cannot write: one line, exit status 1
-        raise
-    except KernelBrainError as exc:  # ProblemError, GeneratorError, StoreError, ...
-        raise UsageError(str(exc)) from exc
+    trust_switch(args)
+    backends: list = []
+    with failing_start_said(backends), session_folder_writes(paths):
+        wanted = SessionSettings(
+            problem=args.problem,
+            backend=args.backend,
+            seed=args.seed,
+            limits=limits,
+            generator=args.generator,
+            model=args.model,
+            api_base=args.api_base,
+            precision_policy=args.precision,
+            allowed_torch_ops=args.allow_torch_ops,
+            gpus=args.gpus,
+            ray=args.ray,
+        )
+        if runs_headless(args):  # this process runs the engine: its judges start now
+            wanted, started = start_backends(wanted)
+            backends.extend(started)
+        create_session(paths, wanted)
     print(f"session {paths.name} in {paths.root}", file=sys.stderr)
-    return cmd_resume(args)
+    return cmd_resume(args, backends)
 
 
-def cmd_resume(args) -> int:
-    paths = session_of(args)
-    if args.trust_candidates:  # the engine processes this one starts (detached, the TUI's) trust
+def trust_switch(args) -> None:
+    """With --trust-candidates, the engine processes this one starts (judges, the TUI's detached
+    engine) trust the candidates."""
+    if args.trust_candidates:
         os.environ[TRUST_SWITCH] = "1"
+
+
+def runs_headless(args) -> bool:
+    """Whether the engine runs in this process: --headless, --json, or no terminal for the TUI."""
+    return args.headless or args.json or not (sys.stdin.isatty() and sys.stdout.isatty())
+
+
+def close_all(backends: list | None) -> None:
+    for backend in backends or ():
+        backend.close()
+
+
+@contextmanager
+def failing_start_said(backends: list | None):
+    """What stops a session from starting, as a UsageError (ProblemError, GeneratorError,
+    StoreError, SessionBusy, ...; a folder it cannot write stays a CommandFailed), with the
+    `backends` started for it closed."""
+    try:
+        yield
+    except BaseException as exc:
+        close_all(backends)
+        if isinstance(exc, KernelBrainError) and not isinstance(exc, CommandFailed):
+            raise UsageError(str(exc)) from exc
+        raise
+
+
+def cmd_resume(args, backends: list | None = None) -> int:
+    """`backends`: those `run` started for the new session before loading its problem (only
+    when the engine runs in this process)."""
+    paths = session_of(args)
+    trust_switch(args)
     running = engine_running(paths)
-    args.headless = args.headless or args.json
+    headless = runs_headless(args)
     if not running and (spent := spent_budget_message(paths)):
+        close_all(backends)
         print(spent, file=sys.stderr)  # finished, not failed: a resume-until-done loop ends
-        if args.headless:  # and its answer stands as the last run left it
+        if headless:  # and its answer stands as the last run left it
             print_answer(read_snapshot(paths), args.sessions_dir, args.json)
         return 0
-    if not args.headless and not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if headless and not (args.headless or args.json):
         print(
             "no terminal for the TUI (nohup, ssh without -t, redirected output): running "
             "headless; `kernelbrain attach` shows it from a terminal",
             file=sys.stderr,
         )
-        args.headless = True
     if not running:  # once, before any candidate runs: under which isolation they will
         settings = stopped_session_settings(paths)
         line = candidate_isolation(settings.generator, settings.backend, candidates_trusted(args))
         if line:
             print(line, file=sys.stderr)
-    if not args.headless:
+    if not headless:
         started = None
         if not running:
             with session_folder_writes(paths):
                 started = start_detached_engine(paths)
         return attach(paths, started)
-    return run_headless(paths, args.sessions_dir, args.json)
+    return run_headless(paths, args.sessions_dir, args.json, backends)
 
 
 def stopped_session_settings(paths: SessionPaths):
@@ -235,14 +267,16 @@ def stopped_session_settings(paths: SessionPaths):
 
 
 def run_headless(
-    paths: SessionPaths, sessions_dir: str | None = None, as_json: bool = False
-) -> int:
+    paths: SessionPaths, sessions_dir: str | None = None, as_json: bool = False,
+    backends: list | None = None,
+) -> int:  # fmt: skip
     """Run the engine in this process until the search ends, its progress on stderr, then its
     answer on stdout (engine.cli.answer; `as_json`: one JSON line); Ctrl-C stops it with one
-    line. `sessions_dir`: the --sessions-dir given, which the answer's commands repeat."""
+    line. `sessions_dir`: the --sessions-dir given, which the answer's commands repeat;
+    `backends`: those started for it already (start_backends)."""
     engine = None
     try:
-        engine = start_engine(paths)
+        engine = start_engine(paths, backends)
         note = engine.problem.interpreter_note(engine.backend.name)
         if note:
             print(note, file=sys.stderr)
@@ -264,17 +298,13 @@ def run_headless(
     return 0
 
 
-def start_engine(paths: SessionPaths):
-    """The session's engine, holding its lock; what stops it from starting is a UsageError."""
+def start_engine(paths: SessionPaths, backends: list | None = None):
+    """The session's engine, holding its lock, on `backends` when they were started for it
+    (closed here if it does not start); what stops it from starting is a UsageError."""
     from engine.compose import resume_session
 
-    try:
-        with session_folder_writes(paths):
-            return resume_session(paths)
-    except CommandFailed:  # a folder it cannot write: one line, exit status 1
-        raise
-    except KernelBrainError as exc:  # GeneratorError, StoreError, SessionBusy, SetupError
-        raise UsageError(str(exc)) from exc
+    with failing_start_said(backends), session_folder_writes(paths):
+        return resume_session(paths, backends)
 
 
 def search_progress():

@@ -68,6 +68,7 @@ class WorkerClient:
         self.isolation: dict = {}
         self.starts = 0  # worker processes started: every one after the first is a restart
         self._lock = threading.Lock()
+        self._starting = False  # start_soon's start is under way
 
     @property
     def pid(self) -> int | None:
@@ -146,8 +147,12 @@ class WorkerClient:
 
         def start() -> None:
             with self._lock:
-                self._ensure_started()  # where it fails, the first request says why
+                try:
+                    self._ensure_started()  # where it fails, the first request says why
+                finally:
+                    self._starting = False
 
+        self._starting = True
         threading.Thread(target=start, daemon=True).start()
 
     def _ensure_started(self) -> str | None:
@@ -237,6 +242,10 @@ class WorkerClient:
                 pass
 
     def close(self) -> None:
+        """End the worker once its request in flight is answered; one that start_soon is still
+        starting is killed (a session that cannot start does not wait for its judge)."""
+        if self._starting:
+            self.abort()
         with self._lock:
             if self.proc is not None:
                 try:

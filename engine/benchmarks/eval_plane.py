@@ -15,6 +15,13 @@ its commit is then read from its `.commit` file or given with `--before-commit`)
 run there with it first on PYTHONPATH, so they import its engine. `--check FILE` also times
 `engine.cli check` of FILE in each tree (with `--skip-before` too, which skips only the before
 tree's searches). `--results-json` sums up every row of `--out`, the latest per problem and tree.
+
+`--rounds N` runs every search N times, the trees in turn each round, each round ending with a
+`python -c "import torch"` in the same venv: the run ends with each search's median wall time as
+a multiple of the median import (issue 30's cpu target: rmsnorm within 7x).
+
+    python -m engine.benchmarks.eval_plane --backend cpu --problems rmsnorm --rounds 5 \
+        --before OLD_CHECKOUT
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ("groupconv", "matvec", "rmsnorm", "softmax", "linear_relu_div", "sdpa")
 FINISHED = ("evaluated", "rejected")  # events that end an evaluation
+IMPORT_TORCH = "import torch"
 ACTIVITIES = (("gpu_seconds_by_activity", ("reference", "check", "time", "profile")),
               ("cpu_seconds_by_activity", ("compile", "precompile")))  # fmt: skip
 
@@ -125,6 +134,28 @@ def check_row(tree: str, path: Path, args) -> dict:
             "check_wall_s": round(wall, 3), "rc": rc, "tail": out[-400:] if rc else ""}  # fmt: skip
 
 
+def import_torch_row() -> dict:
+    started = time.monotonic()
+    rc = subprocess.run([sys.executable, "-c", "import torch"]).returncode
+    return {"problem": IMPORT_TORCH, "import_torch_s": round(time.monotonic() - started, 3),
+            "rc": rc}  # fmt: skip
+
+
+def torch_multiples(rows: list[dict]) -> list[str]:
+    """Each (problem, tree)'s median search wall time against the median `import torch`."""
+    imports = [r["import_torch_s"] for r in rows if "import_torch_s" in r]
+    if not imports:
+        return []
+    base = statistics.median(imports)
+    walls: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if "evaluations" in r and not r["rc"]:
+            walls.setdefault((r["problem"], r["tree"]), []).append(r["wall_s"])
+    return [f"{problem} {tree}: median {statistics.median(w):.2f} s over {len(w)} = "
+            f"{statistics.median(w) / base:.2f}x import torch (median {base:.2f} s over "
+            f"{len(imports)})" for (problem, tree), w in walls.items()]  # fmt: skip
+
+
 def emit(row: dict, out: Path | None) -> None:
     print(json.dumps(row), flush=True)
     if out is not None:
@@ -134,7 +165,7 @@ def emit(row: dict, out: Path | None) -> None:
 
 def summary(rows: list[dict]) -> dict:
     """The latest row per problem and tree: the after rows, the before ones and the check's."""
-    latest = {(r["problem"], r["tree"], "check_wall_s" in r): r for r in rows}
+    latest = {(r["problem"], r["tree"], "check_wall_s" in r): r for r in rows if "tree" in r}
     keys = ("problem", "evals_per_gpu_s", "wall_s_per_eval", "evaluations")
     picked = {tree: [{k: r.get(k) for k in keys} for (_, t, c), r in latest.items()
                      if t == tree and not c] for tree in ("after", "before")}  # fmt: skip
@@ -150,6 +181,10 @@ def table(rows: list[dict]) -> str:
     lines = [f"{'problem':<16}{'tree':<8}{'evals/GPU-s':>12}{'wall/eval':>11}{'wall':>9}"
              f"{'best':>9}{'rc':>4}"]  # fmt: skip
     for r in rows:
+        if "import_torch_s" in r:
+            lines.append(f"{IMPORT_TORCH:<16}{'':<8}{'':>12}{'':>11}{r['import_torch_s']:>9.1f}"
+                         f"{'':>9}{r['rc']:>4}")  # fmt: skip
+            continue
         if "check_wall_s" in r:
             lines.append(f"{r['problem'] + ' check':<16}{r['tree']:<8}{'':>12}{'':>11}"
                          f"{r['check_wall_s']:>9.1f}{'':>9}{r['rc']:>4}")  # fmt: skip
@@ -175,21 +210,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-problem", default="softmax")
     parser.add_argument("--results-json", type=Path, help="the summary of --out's rows, written")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a command may take")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="searches per problem and tree; more than 1 also times import torch",
+    )
     args = parser.parse_args(argv)
     args.commits = {"before": args.before_commit, "after": args.after_commit}
     sessions = args.sessions_dir or Path(tempfile.mkdtemp(prefix="eval_plane-"))
     trees = [("before", args.before.resolve())] if args.before else []
     trees.append(("after", ROOT))
     rows = []
-    for problem in args.problems:
-        for tree, path in trees:
-            if not (tree == "before" and args.skip_before):
-                rows.append(search_row(problem, tree, path, args, sessions / tree))
-                emit(rows[-1], args.out)
+    for _ in range(args.rounds):
+        for problem in args.problems:
+            for tree, path in trees:
+                if not (tree == "before" and args.skip_before):
+                    rows.append(search_row(problem, tree, path, args, sessions / tree))
+                    emit(rows[-1], args.out)
+        if args.rounds > 1:
+            rows.append(import_torch_row())
+            emit(rows[-1], args.out)
     for tree, path in trees if args.check else ():
         rows.append(check_row(tree, path, args))
         emit(rows[-1], args.out)
-    print(table(rows), flush=True)
+    print(table(rows), *torch_multiples(rows), sep="\n", flush=True)
     if args.results_json is not None:
         kept = rows
         if args.out is not None and args.out.is_file():

@@ -94,17 +94,21 @@ def get_init_inputs():
 """
 
 
-def test_a_headless_run_starts_its_judge_before_it_loads_the_problem(tmp_path):
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_run_and_check_start_their_judge_before_they_load_the_problem(tmp_path, command):
     """The judge's imports and runner template (seconds) overlap the problem's load and trace."""
     problem = tmp_path / "double.py"
     problem.write_text(PROBLEM_THAT_LOOKS_FOR_ITS_JUDGE)
     seen = tmp_path / "judges_seen_while_loading"
-    run = kernelbrain("run", problem, "--headless", "--backend", "cpu", "--budget", "1evals",
-                      "--sessions-dir", tmp_path / "sessions",
-                      env={"SEEN": str(seen), "WATCHED_PID": str(os.getpid())})  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    assert seen.read_text() == "1"
-    assert "finished" in run.stderr
+    args = {"run": ["--headless", "--budget", "1evals", "--sessions-dir", tmp_path / "sessions"],
+            "check": [ROOT / "tests" / "candidates" / "softmax_online.py"]}[command]  # fmt: skip
+    done = kernelbrain(command, problem, *args, "--backend", "cpu",
+                       env={"SEEN": str(seen), "WATCHED_PID": str(os.getpid())})  # fmt: skip
+    assert seen.read_text() == "1", done.stdout + done.stderr
+    if command == "run":
+        assert done.returncode == 0 and "finished" in done.stderr, done.stderr
+    else:  # softmax's kernel is no doubling: a verdict all the same
+        assert done.returncode == 1 and "rejected" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_run_whose_problem_does_not_load_ends_the_judge_it_started(tmp_path):

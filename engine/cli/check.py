@@ -9,6 +9,7 @@ import secrets
 from dataclasses import replace
 from pathlib import Path
 
+from engine.backends.local import LocalBackend
 from engine.cli import EXIT_OK, EXIT_REJECTED, UsageError
 from engine.cli.sessions import add_precision
 from engine.cli.trust import add_trust_arguments, candidates_trusted, refuse_without_sandbox
@@ -43,22 +44,24 @@ def check_sizes(problem, backend: str) -> list[Size]:
     return problem.tier("tiny")[:1] + problem.tier("small")[:1] or [problem.smallest]
 
 
-def gate(problem, source: str, backend: str, seed: int):
-    """The search's first evaluation of `source`, at the check sizes, seeded by `seed`."""
-    from engine.backends.local import LocalBackend
+def gate(problem, source: str, backend: str, seed: int, local=None):
+    """The search's first evaluation of `source`, at the check sizes, seeded by `seed`, on
+    `local` (a LocalBackend of `backend`, made and closed here when None)."""
     from engine.jobs import EvalJob, RungSpec
 
     sizes = check_sizes(problem, backend)
     labels = tuple(s.label for s in sizes)
     rung = RungSpec(0, labels, warmup=1, reps=4, input_sets=2)
-    local = LocalBackend(device=backend)
+    owned = local is None
+    local = local or LocalBackend(device=backend)
     try:
         job = EvalJob("check", source, rung, seed, session_seed=seed)
         result = local.evaluate(problem, job, sizes=sizes)
         local.census(problem, source, labels, result)  # on cuda: every kernel at every size
         return result
     finally:
-        local.close()
+        if owned:
+            local.close()
 
 
 def run(args) -> int:
@@ -67,22 +70,26 @@ def run(args) -> int:
         raise UsageError(f"no candidate file {path}: give the path of a .py file")
     if args.seed is not None and not 0 <= args.seed < SEED_BOUND:
         raise UsageError(f"--seed must be between 0 and {SEED_BOUND - 1}")
-    try:
-        problem = load_problem(args.problem, args.precision)
-    except ProblemError as exc:
-        raise UsageError(str(exc)) from exc
-    problem = replace(problem, allowed_torch_ops=args.allow_torch_ops)
     if args.backend == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise UsageError("--backend cuda needs a GPU that PyTorch can see; use --backend cpu")
     refuse_without_sandbox(candidates_trusted(args))
-    seed = secrets.randbelow(SEED_BOUND) if args.seed is None else args.seed
-    note = problem.interpreter_note(args.backend)
-    if note and not args.json:
-        print(note)
-    result = gate(problem, path.read_text(), args.backend, seed)
+    local = LocalBackend(device=args.backend)  # its judge starts beside the problem's load
+    try:
+        try:
+            problem = load_problem(args.problem, args.precision)
+        except ProblemError as exc:
+            raise UsageError(str(exc)) from exc
+        problem = replace(problem, allowed_torch_ops=args.allow_torch_ops)
+        seed = secrets.randbelow(SEED_BOUND) if args.seed is None else args.seed
+        note = problem.interpreter_note(args.backend)
+        if note and not args.json:
+            print(note)
+        result = gate(problem, path.read_text(), args.backend, seed, local)
+    finally:
+        local.close()
     sizes = ", ".join(s.label for s in check_sizes(problem, args.backend))
     if args.json:
         print(

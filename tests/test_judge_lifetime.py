@@ -61,8 +61,8 @@ def judges_of_this_process() -> set[int]:
 
 
 # Loading a problem runs its get_inputs; run in the engine's process (the pid in WATCHED_PID),
-# this one writes to SEEN how many judges that process had started by then (waiting up to 60 s
-# for one).
+# this one writes to SEEN how many judges that process had started by then beside those it had
+# before (the pids in EXISTING: a module's shared backend), waiting up to 60 s for one.
 PROBLEM_THAT_LOOKS_FOR_ITS_JUDGE = """
 import os
 import time
@@ -82,10 +82,11 @@ def get_inputs():
     if os.getpid() == int(os.environ["WATCHED_PID"]) and not seen.exists():
         from tests.test_judge_lifetime import judges_of_this_process
 
+        existing = {int(pid) for pid in os.environ["EXISTING"].split(",") if pid}
         deadline = time.monotonic() + 60
-        while not judges_of_this_process() and time.monotonic() < deadline:
+        while not judges_of_this_process() - existing and time.monotonic() < deadline:
             time.sleep(0.05)
-        seen.write_text(str(len(judges_of_this_process())))
+        seen.write_text(str(len(judges_of_this_process() - existing)))
     return [torch.randn(64)]
 
 
@@ -102,8 +103,10 @@ def test_run_and_check_start_their_judge_before_they_load_the_problem(tmp_path, 
     seen = tmp_path / "judges_seen_while_loading"
     args = {"run": ["--headless", "--budget", "1evals", "--sessions-dir", tmp_path / "sessions"],
             "check": [ROOT / "tests" / "candidates" / "softmax_online.py"]}[command]  # fmt: skip
+    existing = ",".join(map(str, judges_of_this_process()))
     done = kernelbrain(command, problem, *args, "--backend", "cpu",
-                       env={"SEEN": str(seen), "WATCHED_PID": str(os.getpid())})  # fmt: skip
+                       env={"SEEN": str(seen), "WATCHED_PID": str(os.getpid()),
+                            "EXISTING": existing})  # fmt: skip
     assert seen.read_text() == "1", done.stdout + done.stderr
     if command == "run":
         assert done.returncode == 0 and "finished" in done.stderr, done.stderr

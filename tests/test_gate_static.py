@@ -218,11 +218,30 @@ def test_harmless_os_and_math_are_allowed(softmax):
         ("c = tl.dot(a.to(tl.float16), b.to(tl.float16))", "float32", "fp16"),
         ("c = tl.dot(a, b)", "float16", "fp16"),
         ("c = tl.dot(a, b)", "bfloat16", "bf16"),
+        ("c = tl.cast(a, tl.bfloat16)", "float32", "bf16"),
+        ("c = a.half()", "float32", "fp16"),
+        ("c = torch.empty(4, dtype=torch.float16)", "float32", "fp16"),
+        # dtypes named but not converted to: a table from torch's to Triton's, a test of dtype
+        ("TL = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}", "float32", "fp32"),
+        ("low = a.dtype in (torch.float16, torch.bfloat16)", "float32", "fp32"),
     ],
 )
 def test_infer_precision(kernel_line, dtype, expected):
     source = f"import triton.language as tl\ndef k(a, b):\n    {kernel_line}\n"
     assert infer_precision(source, dtype) == expected
+
+
+def test_a_dot_precision_given_by_name_is_followed_to_its_launch_and_constant():
+    source = (
+        'import triton.language as tl\nKB_DOT_PRECISION = "ieee"\n'
+        "def k(a, b, PRECISION: tl.constexpr):\n"
+        "    return tl.dot(a, b, input_precision=PRECISION)\n"
+        "def launch(a, b):\n    k[(1,)](a, b, PRECISION=KB_DOT_PRECISION)\n"
+    )
+    assert infer_precision(source) == "fp32"
+    assert infer_precision(source.replace('"ieee"', '"tf32x3"')) == "tf32x3"
+    unbound = source.replace("PRECISION=KB_DOT_PRECISION", "PRECISION=choose()")
+    assert infer_precision(unbound) == "tf32"  # not followed: TF32, tl.dot's default on fp32
 
 
 def test_tolerance_by_precision_and_pytorch_error():

@@ -11,6 +11,7 @@ import pytest
 import torch
 from hints_checks import UNSEEN, candidate_error, with_gate_batch
 
+from engine.gate.precision import infer_precision
 from engine.gate.static import static_check
 from engine.generate.base import GenerationRequest, GeneratorError
 from engine.generate.offline import OfflineGenerator
@@ -239,6 +240,8 @@ def test_offline_generator_proposes_the_rewrite():
     request = GenerationRequest(target, "coarse", 0, random.Random(0))
     (proposal,) = OfflineGenerator(target).propose(request).proposals
     assert proposal.origin == "model.rewrite" and "class ModelNew(Model):" in proposal.source
+    # named for what its tl.dot uses, not for the fp16/bf16 entries of its dtype table
+    assert infer_precision(proposal.source) == "tf32x3"
 
 
 # ----------------------------------------------------------------------------- fusion

@@ -17,16 +17,54 @@ DTYPE_PRECISION = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "fl
 LOW_PRECISION_NAMES = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 
 
-def _dot_precision(call: ast.Call) -> str:
-    """Precision of one `tl.dot` call on fp32 operands."""
+DOT_PRECISIONS = {"ieee": "fp32", "tf32x3": "tf32x3", "tf32": "tf32"}
+
+
+def _strings_bound(tree: ast.Module) -> dict[str, set[str]]:
+    """The strings each name is given: as a module constant (`KB_DOT_PRECISION = "ieee"`), then
+    as a keyword of any call (a launch's `PRECISION=KB_DOT_PRECISION` binds the kernel's
+    PRECISION parameter)."""
+    bound: dict[str, set[str]] = {}
+    for stmt in tree.body:
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)):  # fmt: skip
+            bound.setdefault(stmt.targets[0].id, set()).add(stmt.value.value)
+    for node in ast.walk(tree):
+        for k in node.keywords if isinstance(node, ast.Call) else ():
+            if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str):
+                bound.setdefault(k.arg, set()).add(k.value.value)
+            elif isinstance(k.value, ast.Name) and k.value.id in bound and k.arg:
+                bound.setdefault(k.arg, set()).update(bound[k.value.id])
+    return bound
+
+
+def _dot_precision(call: ast.Call, bound: dict[str, set[str]]) -> str:
+    """Precision of one `tl.dot` call on fp32 operands; an input precision given by name is the
+    least precise string `bound` gives that name (tf32, TF32's default, when none)."""
     keywords = {k.arg: k.value for k in call.keywords}
     value = keywords.get("input_precision")
-    if isinstance(value, ast.Constant) and value.value in ("ieee", "tf32x3", "tf32"):
-        return "fp32" if value.value == "ieee" else value.value
+    if isinstance(value, ast.Constant) and value.value in DOT_PRECISIONS:
+        return DOT_PRECISIONS[value.value]
+    if isinstance(value, ast.Name):
+        named = [DOT_PRECISIONS.get(v, "tf32") for v in bound.get(value.id, ())]
+        return min(named or ["tf32"], key=PRECISION_ORDER.index)
     allow = keywords.get("allow_tf32")
     if value is None and isinstance(allow, ast.Constant) and allow.value is False:
         return "fp32"
     return "tf32"
+
+
+def _lowered_to(call: ast.Call) -> list[str]:
+    """The low precisions a call converts to: `x.half()`, or a low-precision dtype among its
+    arguments (`.to(tl.bfloat16)`, `tl.cast(x, tl.float16)`, `dtype=torch.float16`). A dtype
+    named anywhere else (a table from torch's dtypes to Triton's, `dtype in (torch.float16,
+    torch.bfloat16)`) lowers nothing."""
+    named = [*call.args, *(k.value for k in call.keywords)]
+    if isinstance(call.func, ast.Attribute):
+        named.append(call.func)
+    return [LOW_PRECISION_NAMES[n.attr] for n in named
+            if isinstance(n, ast.Attribute) and n.attr in LOW_PRECISION_NAMES]  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)  # the judge asks once a checked call: parse once a candidate
@@ -37,14 +75,14 @@ def infer_precision(source: str, input_dtype: str = "float32") -> str:
         tree = ast.parse(source)
     except SyntaxError:
         return found[0]
+    bound = _strings_bound(tree)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in LOW_PRECISION_NAMES:
-            found.append(LOW_PRECISION_NAMES[node.attr])
-        elif isinstance(node, ast.Call):
+        if isinstance(node, ast.Call):
+            found += _lowered_to(node)
             fn = node.func
             name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
             if name == "dot" and found[0] == "fp32":
-                found.append(_dot_precision(node))
+                found.append(_dot_precision(node, bound))
     return min(found, key=PRECISION_ORDER.index)
 
 

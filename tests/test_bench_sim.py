@@ -14,10 +14,11 @@ from engine.bench.floors import size_work
 from engine.bench.measure import time_contenders
 from engine.bench.rows import problem_rows
 from engine.bench.runner import BenchPlan, run_bench
-from engine.bench.searches import SearchOutcome, gpu_seconds_to_best
+from engine.bench.searches import SearchOutcome, gpu_seconds_to_best, rejections_said
 from engine.generate.base import GenerationRequest, GeneratorError
 from engine.generate.replay import ReplayGenerator
 from engine.problems import load_problem
+from engine.records import Candidate
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events
 
@@ -162,7 +163,8 @@ def test_a_search_without_a_passing_candidate_keeps_its_eager_row():
     labels = [s.label for s in problem.full]
     times = time_contenders(problem, labels, {}, "sim", seed=0)
     search = SearchOutcome("softmax-ladder", None, None, "budget spent: evaluations", [], 4.0,
-                           {"time": 4.0}, {"compile": 1.0}, 9.0, {"0": 4.0}, 2, 2, [])  # fmt: skip
+                           {"time": 4.0}, {"compile": 1.0}, 9.0, {"0": 4.0}, 2, 2, [],
+                           "rejected 2 wrong_output; c0001: wrong_output: error 1.09")  # fmt: skip
     work = {label: size_work(problem, problem.size(label)) for label in labels}
     rows = problem_rows(problem, search, work, times, {
         "copy_bytes_per_s": 4e12, "fp32_flops_per_s": 5e13, "tf32_flops_per_s": 3e14,
@@ -173,8 +175,27 @@ def test_a_search_without_a_passing_candidate_keeps_its_eager_row():
         assert r["best_ms"] is None and r["speedup_eager"] is None and r["precision"] is None
         assert r["fraction_of_floor"] is None and r["gpu_seconds_to_best"] is None
         assert r["notes"]["best"] == (
-            "the search found no passing candidate (budget spent: evaluations)"
+            "the search found no passing candidate (budget spent: evaluations); "
+            "rejected 2 wrong_output; c0001: wrong_output: error 1.09"
         )
+
+
+def test_a_search_says_how_its_candidates_were_rejected():
+    def candidate(seq: int, status: str, reason: str | None = None, message: str = ""):
+        return Candidate(f"c000{seq}", seq, str(seq), None, "model.rewrite", {}, "", "source", 0,
+                         status=status, reason=reason, message=message)  # fmt: skip
+
+    population = [
+        candidate(2, "rejected", "launch_error", "a run raised ValueError\nin the candidate"),
+        candidate(1, "rejected", "wrong_output", "normalized error 1.09 exceeds 5.3e-07\nsizes"),
+        candidate(3, "rejected", "wrong_output", "normalized error 0.5 exceeds 5.3e-07"),
+        candidate(4, "pruned"),
+    ]
+    assert rejections_said(population) == (
+        "rejected 2 wrong_output, 1 launch_error; c0001: wrong_output: normalized error 1.09 "
+        "exceeds 5.3e-07"
+    )
+    assert rejections_said(population[3:]) is None
 
 
 def test_gpu_seconds_to_best_counts_from_when_the_best_settled():

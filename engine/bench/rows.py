@@ -86,6 +86,8 @@ def problem_rows(
         notes = dict(t.errors)
         if search.best_source is None:
             notes[BEST] = f"the search found no passing candidate ({search.stop_reason})"
+            if search.rejections:
+                notes[BEST] += f"; {search.rejections}"
         rows.append({
             "problem": problem.name,
             "size": label,

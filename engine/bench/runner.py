@@ -69,6 +69,7 @@ def _summary(search: SearchOutcome) -> dict:
         "session": search.session,
         "best_candidate": search.best_id,
         "stop_reason": search.stop_reason,
+        "rejections": search.rejections,
         "gpu_seconds_total": search.gpu_seconds_total,
         "gpu_seconds_by_activity": search.gpu_seconds_by_activity,
         "cpu_seconds_by_activity": search.cpu_seconds_by_activity,

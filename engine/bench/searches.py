@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from engine.bench import BenchError
@@ -10,6 +11,7 @@ from engine.jobs import RungSpec
 from engine.session_files import SessionPaths
 
 NEAR_BEST = 0.02  # "reached the best": within 2% of the final best speedup
+MESSAGE_CHARS = 240  # of the first rejection's message, in a search's summary
 
 
 @dataclass
@@ -27,6 +29,7 @@ class SearchOutcome:
     evaluations: int
     candidates: int
     ladder: tuple[RungSpec, ...]
+    rejections: str | None = None  # rejections_said: why candidates failed, when any did
 
     @property
     def gpu_seconds_to_best(self) -> float | None:
@@ -45,6 +48,18 @@ def gpu_seconds_to_best(progress: list) -> float | None:
             break
         reached = gpu_seconds
     return reached
+
+
+def rejections_said(population) -> str | None:
+    """How a search's candidates were rejected: the count by reason, then the first one's reason
+    and the first line of its message (what a bench keeps of a search without a passing one)."""
+    rejected = [c for c in population if c.status == "rejected"]
+    if not rejected:
+        return None
+    first = min(rejected, key=lambda c: c.seq)
+    counts = ", ".join(f"{n} {why}" for why, n in Counter(c.reason for c in rejected).most_common())
+    line = (first.message.splitlines() or [""])[0][:MESSAGE_CHARS]
+    return f"rejected {counts}; {first.id}: {first.reason}: {line}"
 
 
 def flat_ladder(ladder: tuple[RungSpec, ...]) -> tuple[RungSpec, ...]:
@@ -82,6 +97,7 @@ def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
             evaluations=ledger.evaluations,
             candidates=len(search.population),
             ladder=search.ladder,
+            rejections=rejections_said(search.population),
         )
     finally:
         engine.close()

@@ -229,7 +229,7 @@ def cmd_resume(args, backends: list | None = None) -> int:
     if not running and (spent := spent_budget_message(paths)):
         close_all(backends)
         print(spent, file=sys.stderr)  # finished, not failed: a resume-until-done loop ends
-        if headless:  # and its answer stands as the last run left it
+        if args.headless or args.json:  # and its answer stands as the last run left it
             print_answer(read_snapshot(paths), args.sessions_dir, args.json)
         return 0
     if headless and not (args.headless or args.json):

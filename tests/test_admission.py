@@ -14,7 +14,7 @@ from engine.bench.admission import (
     INPUT_COPIES,
     OUTPUT_COPIES,
     Admission,
-    Footprint,  # fmt: skip
+    Footprint,
     auto_jobs,
     chosen,
     data_bytes,

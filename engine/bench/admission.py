@@ -64,17 +64,14 @@ def data_bytes(problem, labels) -> int:
 
     from engine.gate.correctness import as_list, make_inputs
     from engine.problems.loader import import_module_from
-    from engine.problems.trace import model_on_meta, on_meta_device
-    from engine.runner.calls import call_with_size
+    from engine.problems.trace import module_model_on_meta, on_meta_device
 
     module = import_module_from(problem.path, "problem")
     largest = 0
     for label in labels:
         params = problem.size(label).params
         inputs = make_inputs(module, params, 0, "meta")
-        # Built on the cpu and moved where its constructor needs values (a Swin's `.item()`).
-        init = list(call_with_size(module.get_init_inputs, params))
-        model = model_on_meta(module.Model, init.copy)
+        model = module_model_on_meta(module, params)  # a Swin's `.item()`: built on the cpu
         weights = tensor_bytes([*model.parameters(), *model.buffers()])
         try:
             with torch.no_grad(), on_meta_device():  # an LSTM by its shapes, not step by step

@@ -19,7 +19,7 @@ import torch
 
 from engine.problems.literal_sizes import PREFIX
 from engine.problems.problem import Size
-from engine.problems.trace import model_on_meta, on_meta_device
+from engine.problems.trace import module_model_on_meta, on_meta_device
 from engine.runner.calls import MODULE_GLOBALS, call_with_size
 
 SCALABLE_MIN = 16  # smaller constants are left alone
@@ -79,7 +79,7 @@ def runs_for_real(module: ModuleType, params: dict) -> bool:
 def runs_on_meta(module: ModuleType, params: dict) -> bool:
     """Whether the reference's shapes work out at `params` (nothing computed or allocated)."""
     try:
-        model = model_on_meta(module.Model, lambda: call_with_size(module.get_init_inputs, params))
+        model = module_model_on_meta(module, params)
         with on_meta_device():
             model(*call_with_size(module.get_inputs, params))
     except Exception:

@@ -9,6 +9,8 @@ from functools import partial
 import torch
 from torch.overrides import TorchFunctionMode
 
+from engine.runner.calls import call_with_size
+
 # Operators that only describe, view or allocate tensors: never "the operator being replaced".
 LAYOUT_OPS = frozenset(
     """
@@ -220,6 +222,11 @@ def model_on_meta(model_cls, init_inputs):
             return model_cls(*init_inputs())
     except (RuntimeError, NotImplementedError):
         return model_cls(*init_inputs()).to("meta")
+
+
+def module_model_on_meta(module, params: dict):
+    """A problem module's Model at size `params` (its get_init_inputs), by model_on_meta."""
+    return model_on_meta(module.Model, lambda: call_with_size(module.get_init_inputs, params))
 
 
 def trace_on_meta(model_cls, init_inputs_fn, inputs_fn, params: dict):

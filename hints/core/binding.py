@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from torch.overrides import TorchFunctionMode
 
 from engine.problems.loader import import_module_from
-from engine.problems.trace import LAYOUT_OPS, canonical_op, model_on_meta, on_meta_device
+from engine.problems.trace import LAYOUT_OPS, canonical_op, module_model_on_meta, on_meta_device
 from engine.runner.calls import call_with_size
 from hints.core.memo import at_size, memoized
 
@@ -98,7 +98,7 @@ def on_meta(problem, size=None):
     the smallest), with the block run on the meta device too: no memory, shapes only."""
     module = import_module_from(problem.path, "problem")
     params = (size or problem.smallest).params
-    model = model_on_meta(module.Model, lambda: call_with_size(module.get_init_inputs, params))
+    model = module_model_on_meta(module, params)
     with on_meta_device():
         yield module, model, call_with_size(module.get_inputs, params)
 

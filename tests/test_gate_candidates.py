@@ -164,8 +164,8 @@ def test_worker_killed_from_outside_mid_run(softmax):
         local.close()
 
 
-def test_check_gate_api(softmax):
-    result = gate(softmax, source("softmax_zeros"), "cpu", seed=3)
+def test_check_gate_api(softmax, backend):
+    result = gate(softmax, source("softmax_zeros"), backend, seed=3)
     assert (result.passed, result.reason) == (False, "constant_output")
 
 

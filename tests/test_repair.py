@@ -274,8 +274,8 @@ def test_replies_without_a_candidate_are_rejected_with_a_reason(softmax, reply, 
     [GOOD_REPLY, PROSE_AND_FENCES_REPLY, MISSING_IMPORTS_REPLY, WRONG_SIGNATURE_REPLY],
     ids=["good", "prose_and_fences", "missing_imports", "wrong_signature"],
 )
-def test_repaired_softmax_replies_pass_the_policy_gate_on_cpu(softmax, reply):
+def test_repaired_softmax_replies_pass_the_policy_gate_on_cpu(softmax, backend, reply):
     source, _, rejection = extract_candidate(reply, softmax)
     assert rejection is None
-    result = gate(softmax, source, "cpu", seed=7)
+    result = gate(softmax, source, backend, seed=7)
     assert result.passed, f"{result.reason}: {result.message}"

@@ -44,24 +44,18 @@ def check_sizes(problem, backend: str) -> list[Size]:
     return problem.tier("tiny")[:1] + problem.tier("small")[:1] or [problem.smallest]
 
 
-def gate(problem, source: str, backend: str, seed: int, local=None):
-    """The search's first evaluation of `source`, at the check sizes, seeded by `seed`, on
-    `local` (a LocalBackend of `backend`, made and closed here when None)."""
+def gate(problem, source: str, local: LocalBackend, seed: int):
+    """The search's first evaluation of `source` on `local`, at its device's check sizes,
+    seeded by `seed`."""
     from engine.jobs import EvalJob, RungSpec
 
-    sizes = check_sizes(problem, backend)
+    sizes = check_sizes(problem, local.device)
     labels = tuple(s.label for s in sizes)
     rung = RungSpec(0, labels, warmup=1, reps=4, input_sets=2)
-    owned = local is None
-    local = local or LocalBackend(device=backend)
-    try:
-        job = EvalJob("check", source, rung, seed, session_seed=seed)
-        result = local.evaluate(problem, job, sizes=sizes)
-        local.census(problem, source, labels, result)  # on cuda: every kernel at every size
-        return result
-    finally:
-        if owned:
-            local.close()
+    job = EvalJob("check", source, rung, seed, session_seed=seed)
+    result = local.evaluate(problem, job, sizes=sizes)
+    local.census(problem, source, labels, result)  # on cuda: every kernel at every size
+    return result
 
 
 def run(args) -> int:
@@ -87,7 +81,7 @@ def run(args) -> int:
         note = problem.interpreter_note(args.backend)
         if note and not args.json:
             print(note)
-        result = gate(problem, path.read_text(), args.backend, seed, local)
+        result = gate(problem, path.read_text(), local, seed)
     finally:
         local.close()
     sizes = ", ".join(s.label for s in check_sizes(problem, args.backend))

@@ -95,7 +95,7 @@ def groups_attribute(problem, weight: str | None) -> str | None:
 
 
 def match(problem) -> Match | None:
-    graphs = [dataflow.trace_graph(problem, size) for size in problem.sizes]
+    graphs = [dataflow.traced(problem, size) for size in problem.sizes]
     facts = [norm_facts(graph) for graph in graphs]
     if None in facts:
         return None
@@ -112,6 +112,8 @@ def match(problem) -> Match | None:
         # nn.BatchNorm's counter of batches seen, kept beside its running statistics.
         sibling = running[0].removesuffix("running_mean") + "num_batches_tracked"
         counter = sibling if sibling in [name for name, _, _ in graphs[0].leaves] else None
+    if set(graphs[0].writes) - {counter}:
+        return None  # the template writes the running statistics and the counter, nothing else
     binding = bind(problem)
     if binding is None:
         return None

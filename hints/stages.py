@@ -205,14 +205,16 @@ def cut(count: int, recognise: Callable[[int, int], object]) -> list[tuple] | No
 
 
 def is_view_only(statements: list[Statement]) -> bool:
-    """Statements that only view or copy their operands (ModelNew.forward may run them)."""
+    """Statements that only view or copy their operands (ModelNew.forward may run them): no
+    call but a view's, and no arithmetic, comparison (`x[x < 0] = 0`) or `x += y` on tensors."""
     for s in statements:
         for node in ast.walk(s.node):
             if isinstance(node, ast.Call) and not (
                 isinstance(node.func, ast.Attribute) and node.func.attr in VIEW_CALLS
             ):
                 return False
-            if isinstance(node, ast.BinOp | ast.UnaryOp) and Hoister.computes(node):
+            computing = ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign
+            if isinstance(node, computing) and Hoister.computes(node):
                 return False
     return True
 

@@ -89,6 +89,21 @@ def canonical_op(func) -> str:
     return ALIASES.get(name, name)
 
 
+def writes_in_place(func, args: tuple, kwargs: dict, out) -> bool:
+    """Whether a call changed a tensor it was given: by its name (`x.relu_()`, `x += y`,
+    `x[i] = v`), by `inplace=True` or `out=`, or by returning a tensor argument that it computed
+    on (`F.hardtanh(x, -1.0, 1.0, True)`, nn.Hardtanh's in-place call) rather than viewed."""
+    name = getattr(func, "__name__", None) or ""
+    if name.startswith("__") and name.endswith("__"):
+        inner = name.strip("_")
+        return inner == "setitem" or inner.startswith("i") and inner[1:] in DUNDER_OPS
+    if name.endswith("_") or kwargs.get("inplace") is True or "out" in kwargs:
+        return True
+    op = canonical_op(func)
+    returned_argument = any(out is a for a in args)
+    return returned_argument and op not in LAYOUT_OPS and "dropout" not in op  # eval: unchanged
+
+
 def is_reflected(func) -> bool:
     """`Tensor.__rsub__(x, 2.0)` computes `2.0 - x`: its operands come in swapped order."""
     name = getattr(func, "__name__", "")

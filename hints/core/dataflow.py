@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch.overrides import TorchFunctionMode
 
-from engine.problems.trace import canonical_op, describe_arg, is_reflected
+from engine.problems.trace import canonical_op, describe_arg, is_reflected, writes_in_place
 from hints.core.binding import on_meta
 from hints.core.expressions import Expr, binary, call, scalar, step
 from hints.core.memo import at_size, memoized
@@ -42,6 +42,7 @@ class Graph:
     leaves: tuple  # (expression in ModelNew.forward, shape, dtype); value i < len(leaves)
     nodes: tuple  # Node; value len(leaves) + i
     output: Ref | None  # the returned tensor, None when forward returns anything else
+    writes: tuple = ()  # the leaves of the Model's state that forward writes in place
 
     def value(self, ref: Ref):
         """A leaf's (expression, shape, dtype), or a Node."""
@@ -62,26 +63,55 @@ class Graph:
 
 
 class DataflowRecorder(TorchFunctionMode):
-    """Records each call with its tensor operands tied to the values they came from."""
+    """Records each call with its tensor operands tied to the values they came from, from the
+    forward's `arguments` and the Model's `state` (parameters and buffers) on. A call that writes
+    a tensor in place gives that tensor a new value; every other value in its storage (a view of
+    it, or the tensor it views) goes stale. A write into the state (nn.BatchNorm counting its
+    batches) is the Model's side effect, not a value of the forward: the state goes stale. A
+    trace that reads a stale value, or writes by `x[i] = v`, is `unusable`: its graph would not
+    say what the Model computes."""
 
-    def __init__(self, known: dict[int, int], count: int):
+    def __init__(self, arguments: list[torch.Tensor], state: list[torch.Tensor]):
         super().__init__()
-        self.known, self.count = known, count
+        leaves = [*arguments, *state]
+        self.known = {id(t): i for i, t in enumerate(leaves)}
+        self.count = len(leaves)
+        self.state = set(range(len(arguments), len(leaves)))
+        self.writes: list[int] = []  # state written in place, in order
         self.nodes: list[Node] = []
-        self.alive: list = []  # keeps results alive so that ids are never reused
+        self.values = leaves  # every value's tensor, which also keeps ids from reuse
+        self.stale: set[int] = set()
+        self.unusable = False
 
     def describe(self, value):
         if isinstance(value, torch.Tensor):
             index = self.known.get(id(value))
+            if index in self.stale:
+                self.unusable = True
             return Ref(index) if index is not None else describe_arg(value)
         if isinstance(value, (list, tuple)):
             return type(value)(self.describe(v) for v in value)
         return describe_arg(value)
 
+    def written(self, target: torch.Tensor, keep_own: bool) -> None:
+        """`target` changed in place: the values sharing its storage are stale (its own too,
+        unless the write records its new value)."""
+        storage = target.untyped_storage()._cdata
+        for index, value in enumerate(self.values):
+            if value.untyped_storage()._cdata == storage and not (keep_own and value is target):
+                self.stale.add(index)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if id(out) in self.known:  # `torch.max(x, 1)[0]`: the values, already recorded
+        in_place = writes_in_place(func, args, kwargs, out)
+        if in_place and out is None and args and isinstance(args[0], torch.Tensor):
+            self.written(args[0], keep_own=False)  # `x[i] = v`: no value to record
+        if id(out) in self.known and not in_place:  # `torch.max(x, 1)[0]`, `x.contiguous()`
+            return out
+        if in_place and self.known.get(id(out)) in self.state:
+            self.writes.append(self.known[id(out)])
+            self.written(out, keep_own=False)
             return out
         operands = (args[1], args[0], *args[2:]) if is_reflected(func) else tuple(args)
         result = out[0] if isinstance(out, tuple) and out else out  # (values, indices)
@@ -93,34 +123,48 @@ class DataflowRecorder(TorchFunctionMode):
                 tuple(result.shape),
                 str(result.dtype).removeprefix("torch."),
             )
+            if in_place:
+                self.written(result, keep_own=True)
             self.nodes.append(node)
             self.known[id(result)] = self.count + len(self.nodes) - 1
-            self.alive.append(out)
+            self.values.append(result)
         return out
 
 
-@memoized(at_size)
 def trace_graph(problem, size=None) -> Graph | None:
-    """The dataflow of Model.forward at `size` (default: the smallest), on the meta device; None
-    where the Model does not run there."""
+    """The dataflow of Model.forward at `size` (default: the smallest), for a candidate that
+    computes forward's output: None where `traced` finds none, or forward also writes into the
+    Model's state (a side effect such a candidate would leave out)."""
+    graph = traced(problem, size)
+    return None if graph is None or graph.writes else graph
+
+
+@memoized(at_size)
+def traced(problem, size=None) -> Graph | None:
+    """The dataflow of Model.forward at `size` (default: the smallest), on the meta device, with
+    the state it writes; None where the Model does not run there, or writes in place what the
+    graph cannot follow."""
     with on_meta(problem, size) as (_, model, inputs):
         names = list(inspect.signature(model.forward).parameters)
         if len(names) != len(inputs):
             return None
-        leaves = [(n, t) for n, t in zip(names, inputs, strict=True)]
-        leaves += [(f"self.{n}", t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
-        leaves = [(n, t) for n, t in leaves if isinstance(t, torch.Tensor)]
-        known = {id(t): i for i, (_, t) in enumerate(leaves)}
+        arguments = [(n, t) for n, t in zip(names, inputs, strict=True)]
+        arguments = [(n, t) for n, t in arguments if isinstance(t, torch.Tensor)]
+        state = [(f"self.{n}", t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
+        leaves = arguments + state
         try:
-            with DataflowRecorder(known, len(leaves)) as recorder:
+            with DataflowRecorder([t for _, t in arguments], [t for _, t in state]) as recorder:
                 out = model(*inputs)
         except RuntimeError:  # the Model cannot run at this size (a state sized for another)
             return None
-    output = known.get(id(out)) if isinstance(out, torch.Tensor) else None
+    output = recorder.known.get(id(out)) if isinstance(out, torch.Tensor) else None
+    if recorder.unusable or output in recorder.stale:
+        return None
     return Graph(
         tuple((n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in leaves),
         tuple(recorder.nodes),
         None if output is None else Ref(output),
+        tuple(dict.fromkeys(leaves[i][0] for i in recorder.writes)),
     )
 
 

@@ -18,3 +18,7 @@ KERNELBRAIN_SESSIONS=/tmp/s timeout -s INT -k 15 ${LIMIT:-520} python3 -m engine
   --backend cuda --budget-per-problem 15gpu-s --seed 0 --out /tmp/kb > $OUT/bench.out 2>&1
 echo "bench rc=$? wall_s=$(( $(date +%s) - t0 ))" >> $OUT/env.log
 cp /tmp/kb/cuda.json /tmp/kb/cuda.md $OUT/ 2>/dev/null
+# Each search's last events (the generator's notes and refusals, every verdict): why a search
+# without a passing candidate found none.
+mkdir -p $OUT/events
+for f in /tmp/kb/sessions/*/events.jsonl; do tail -n 300 "$f" > "$OUT/events/$(basename "$(dirname "$f")").jsonl"; done

@@ -97,7 +97,7 @@ def writes_in_place(func, args: tuple, kwargs: dict, out) -> bool:
     if name.startswith("__") and name.endswith("__"):
         inner = name.strip("_")
         return inner == "setitem" or inner.startswith("i") and inner[1:] in DUNDER_OPS
-    if name.endswith("_") or kwargs.get("inplace") is True or "out" in kwargs:
+    if name.endswith("_") or kwargs.get("inplace") is True or kwargs.get("out") is not None:
         return True
     op = canonical_op(func)
     returned_argument = any(out is a for a in args)

@@ -25,6 +25,8 @@ SIZE_CALLS = frozenset("size dim numel item stride".split())
 VIEW_CALLS = frozenset(
     "view reshape flatten unflatten unsqueeze squeeze clone detach contiguous size dim".split()
 )
+# Syntax that computes where it reads a tensor: arithmetic, a comparison, `x += y`.
+COMPUTING_NODES = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.AugAssign)
 # Operators that families fuse as elementwise neighbours of a main operator: a stage holds at
 # most one statement calling anything else.
 ELEMENTWISE_OPS = frozenset(
@@ -213,8 +215,7 @@ def is_view_only(statements: list[Statement]) -> bool:
                 isinstance(node.func, ast.Attribute) and node.func.attr in VIEW_CALLS
             ):
                 return False
-            computing = ast.BinOp | ast.UnaryOp | ast.Compare | ast.AugAssign
-            if isinstance(node, computing) and Hoister.computes(node):
+            if isinstance(node, COMPUTING_NODES) and Hoister.computes(node):
                 return False
     return True
 

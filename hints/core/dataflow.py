@@ -107,6 +107,7 @@ class DataflowRecorder(TorchFunctionMode):
         in_place = writes_in_place(func, args, kwargs, out)
         if in_place and out is None and args and isinstance(args[0], torch.Tensor):
             self.written(args[0], keep_own=False)  # `x[i] = v`: no value to record
+            return out
         if id(out) in self.known and not in_place:  # `torch.max(x, 1)[0]`, `x.contiguous()`
             return out
         if in_place and self.known.get(id(out)) in self.state:

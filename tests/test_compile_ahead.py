@@ -3,6 +3,7 @@ compiled for an H200 (sm_90) by real sandboxed compile workers, on this machine 
 before their evaluation in the real judge on the cpu backend."""
 
 import json
+import random
 import socket
 import threading
 import uuid
@@ -13,6 +14,8 @@ import pytest
 from engine.backends.local import LocalBackend
 from engine.backends.sim import SimBackend
 from engine.compose import create_session, resume_session
+from engine.generate.base import GenerationRequest
+from engine.generate.offline import OfflineGenerator
 from engine.jobs import EvalJob, RungSpec, source_sha256
 from engine.problems import load_problem
 from engine.search.budget import Ledger
@@ -24,6 +27,7 @@ from hints.matmul import FAMILY as MATMUL
 from tests.adversarial import softmax as attacks
 
 CANDIDATES = Path(__file__).parent / "candidates"
+KERNELBENCH = Path(__file__).parent / "problems_kernelbench"
 ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
 H200 = "cuda:90:32"
 TIMEOUTS = Timeouts(compile_s=60, run_s=30, time_s=60)
@@ -269,3 +273,15 @@ def test_a_kernel_beyond_the_gpus_shared_memory_is_rejected_before_it_holds_the_
     assert found["status"] == "rejected" and found["reason"] == "compile_error", found
     assert "out of resource: shared memory" in found["message"]
     assert "Hardware limit: 232448" in found["message"]
+
+
+def test_a_model_that_builds_its_mask_with_torch_ops_on_meta_is_compiled_ahead(backend):
+    """minGPT's constructor makes its causal mask with `torch.tril`. On meta that runs PyTorch's
+    Python reference, which imports torch._dynamo (and through it ctypes) on first use: the
+    compile box imports it before any candidate runs, so the native guard does not refuse it."""
+    problem = load_problem(str(KERNELBENCH / "level3" / "43_MinGPTCausalAttention.py"))
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    source = OfflineGenerator(problem).propose(request).proposals[0].source
+    found = backend.compiled_ahead(problem, source, [problem.size("tiny")])
+    assert found["status"] == "compiled" and found["skipped"] == {}, found
+    assert found["compiled"] == ["tiny"]

@@ -6,6 +6,8 @@ in each runner for the rest."""
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 import triton
 import triton.language as tl
@@ -34,6 +36,10 @@ def warm_up_template(device: str) -> None:
         enforce_grid_limits()
         guarded_call(_copy_call, [torch.ones(16)], "nan")
     elif device == "compile":  # Triton's compiler loaded and run once, before any fork
+        # Meta kernels written in Python (torch._refs: a Model's `torch.tril` mask on meta)
+        # import torch._dynamo on first use, which reaches ctypes through Inductor: under
+        # candidate code the native guard refuses that import, and the compile is skipped.
+        importlib.import_module("torch._dynamo")
         from .compile_only import enter
 
         enter()

@@ -238,8 +238,8 @@ class ModelStrategy(Strategy):
     """Renders the library's groups, the rewritten problem and ModelNew; its template is unused."""
 
     def render(self, match: Match, params: dict | None = None) -> str:
-        precision = {**self.defaults(), **(params or {})}["precision"]
-        library = model_library.embed(match.facts["kernels"], precision)
+        chosen = {**self.defaults(), **(params or {})}
+        library = model_library.embed(match.facts["kernels"], chosen["precision"], chosen["tiles"])
         source = "\n\n".join([
             library.rstrip(),
             "# The problem's own code, rewritten (hints.model): nn modules built as the library's"
@@ -264,7 +264,11 @@ REWRITE = ModelStrategy(
         "add and activation fused into its epilogue, a linear layer's activation into its own."
     ),
     template="",
-    params=(Param("precision", ("ieee", "tf32x3", "tf32"), "ieee"),),
+    params=(
+        Param("precision", ("ieee", "tf32x3", "tf32"), "ieee"),
+        # the products' tiles on a GPU (hints/model_kernels/common.py, KB_TILES)
+        Param("tiles", ("small", "base", "large"), "base", tile=True),
+    ),
 )
 
 FAMILY = Family(

@@ -22,7 +22,9 @@ HEADER_IMPORTS = (
     "import triton",
     "import triton.language as tl",
 )
-PRECISION_NAME = "KB_DOT_PRECISION"  # common.py's tl.dot input precision, set per candidate
+# common.py's settings that each candidate sets in its header: tl.dot's input precision on fp32
+# and the products' tile plan.
+PRECISION_NAME, TILES_NAME = "KB_DOT_PRECISION", "KB_TILES"
 
 
 class LibraryError(ValueError):
@@ -32,7 +34,7 @@ class LibraryError(ValueError):
 @dataclass(frozen=True)
 class Group:
     """One group module: its top-level names, the groups it imports names from, and its source
-    with imports, docstring and precision assignment taken out."""
+    with imports, docstring and the settings' assignments taken out."""
 
     name: str
     defines: frozenset[str]
@@ -71,9 +73,9 @@ def package_import(stmt, group: str) -> str | None:
     return stmt.module.removeprefix(PACKAGE + ".")
 
 
-def is_precision_assignment(stmt) -> bool:
+def is_setting_assignment(stmt) -> bool:
     return isinstance(stmt, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == PRECISION_NAME for t in stmt.targets
+        isinstance(t, ast.Name) and t.id in (PRECISION_NAME, TILES_NAME) for t in stmt.targets
     )
 
 
@@ -84,7 +86,7 @@ def read_group(path: Path) -> Group:
     for k, stmt in enumerate(tree.body):
         docstring = k == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
         imported = isinstance(stmt, ast.Import | ast.ImportFrom)
-        if docstring or imported or is_precision_assignment(stmt):
+        if docstring or imported or is_setting_assignment(stmt):
             dropped.update(range(stmt.lineno, stmt.end_lineno + 1))
         if not imported:
             continue
@@ -165,14 +167,15 @@ def groups_for(names, folder: Path = KERNELS) -> list[Group]:
     return ordered
 
 
-def embed(names, precision: str, folder: Path = KERNELS) -> str:
-    """The header (imports and KB_DOT_PRECISION) and the source of every group that `names`
-    need: standalone candidate code."""
+def embed(names, precision: str, tiles: str = "base", folder: Path = KERNELS) -> str:
+    """The header (imports, KB_DOT_PRECISION and KB_TILES) and the source of every group that
+    `names` need: standalone candidate code."""
     chosen = groups_for(names, folder)
     extra = dict.fromkeys(line for g in chosen for line in g.other_imports)
     future = [line for line in extra if line.startswith("from __future__")]
     parts = [*future, *HEADER_IMPORTS, *(line for line in extra if line not in future)]
-    parts += ["", f"{PRECISION_NAME} = {precision!r}  # tl.dot's input precision on fp32"]
+    parts += ["", f"{PRECISION_NAME} = {precision!r}  # tl.dot's input precision on fp32",
+              f"{TILES_NAME} = {tiles!r}  # the products' tile plan on a GPU"]
     for group in chosen:
         parts += ["", "", f"# hints/model_kernels/{group.name}.py", group.text]
     return "\n".join(parts) + "\n"

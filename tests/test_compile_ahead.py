@@ -23,6 +23,7 @@ from engine.session.settings import SessionSettings
 from engine.session_files import SessionPaths
 from engine.worker import Timeouts
 from engine.worker.sandbox import isolation
+from hints import match_problem
 from hints.matmul import FAMILY as MATMUL
 from tests.adversarial import softmax as attacks
 
@@ -285,3 +286,44 @@ def test_a_model_that_builds_its_mask_with_torch_ops_on_meta_is_compiled_ahead(b
     found = backend.compiled_ahead(problem, source, [problem.size("tiny")])
     assert found["status"] == "compiled" and found["skipped"] == {}, found
     assert found["compiled"] == ["tiny"]
+
+
+WIDE_LAYERS = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(64, 256, 3, padding=1)
+        self.fc = nn.Linear(256, 512)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return self.fc(y)
+
+
+def get_inputs():
+    return [torch.randn(256, 64, 16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("tiles", ["small", "large"])
+def test_every_tile_plan_of_a_model_compiles_for_the_h200(backend, tmp_path, tiles):
+    """The whole-model family's tile plans at the file's own size, where a convolution of 256
+    output channels and a 256 x 512 product fill the widest tiles: within sm_90's shared memory
+    and registers (the default plan is the one every other test compiles)."""
+    (tmp_path / "wide.py").write_text(WIDE_LAYERS)
+    problem = load_problem(str(tmp_path / "wide.py"))
+    (family, match), = match_problem(problem)  # fmt: skip
+    assert family.name == "model"
+    (strategy,) = family.strategies
+    source = strategy.render(match, {"precision": "tf32x3", "tiles": tiles})
+    assert f"KB_TILES = '{tiles}'" in source
+    found = backend.compiled_ahead(problem, source, problem.full)
+    assert found["status"] == "compiled" and found["skipped"] == {}, found
+    assert found["compiled"] == [s.label for s in problem.full]

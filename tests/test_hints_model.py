@@ -144,7 +144,8 @@ def test_library_embeds_each_group_after_those_it_imports_from(tmp_path):
     folder = write_groups(
         tmp_path / "kernels",
         {
-            "common": '"""Doc."""\nimport torch\n\nKB_DOT_PRECISION = "ieee"\n\n\n'
+            "common": '"""Doc."""\nimport torch\n\nKB_DOT_PRECISION = "ieee"\n'
+            'KB_TILES = "base"\n\n\n'
             "def kb_is_tensor(v):\n    return isinstance(v, torch.Tensor)\n",
             "elementwise": "import triton\n\nfrom hints.model_kernels.common import "
             "kb_is_tensor\n\n\ndef kb_add(a, b):  # comment kept\n    return a + b\n",
@@ -159,9 +160,10 @@ def test_library_embeds_each_group_after_those_it_imports_from(tmp_path):
         "elementwise",
         "layout",
     ]
-    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32", folder)
+    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32", "large", folder)
     assert text.count("import torch\n") == 1 and "from hints" not in text and "Doc." not in text
     assert "KB_DOT_PRECISION = 'tf32'" in text and 'KB_DOT_PRECISION = "ieee"' not in text
+    assert "KB_TILES = 'large'" in text and 'KB_TILES = "base"' not in text
     assert "# comment kept" in text and text.index("def kb_add") < text.index("class KbFlatten")
     with pytest.raises(model_library.LibraryError, match="defines no kb_nothing"):
         model_library.groups_for({"kb_nothing"}, folder)

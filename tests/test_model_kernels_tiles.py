@@ -69,6 +69,23 @@ def test_elementwise_matmul_and_reductions_at_the_gpus_tiles(gpu_tiles):
     assert_matches(layout_only(reductions.kb_softmax, rows[:, :5000], 1), rows[:, :5000].softmax(1))
 
 
+@pytest.mark.parametrize("tiles", ["small", "base", "large"])
+def test_every_tile_plan_of_the_products(gpu_tiles, monkeypatch, tiles):
+    """Each KB_TILES plan, the search's tile parameter: output channels past one program's tile
+    (136 of them), positions past one block (144), a depthwise layer's flat outputs, and a
+    product wider than one tile each way."""
+    for module in (conv, matmul):
+        monkeypatch.setattr(module, "KB_TILES", tiles)
+    widest = {"small": 32, "base": 64, "large": 128}[tiles]
+    assert conv._conv_tiles(136, 54, 144, interpreted=False)[:2] == (widest, widest)
+    assert matmul._matmul_config(300, 300, 70, interpreted=False)["BLOCK_N"] == 2 * widest
+    conv_bn_relu_residual(1, 136, 12)
+    conv_bn_relu_residual(6, 12, 12)
+    torch.manual_seed(0)
+    a, b = torch.randn(300, 70), torch.randn(70, 300)
+    assert_matches(layout_only(matmul.kb_matmul, a, b), a @ b, atol=1e-4)
+
+
 def test_the_interpreters_wide_tiles_span_several_programs():
     """Outputs past one wide program land where they belong."""
     assert common.KB_INTERPRETER_TILE == 1 << 17  # the counts below assume it

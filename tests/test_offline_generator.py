@@ -213,3 +213,25 @@ def test_a_chain_of_a_convolution_and_what_follows_is_proposed_in_tf32_under_str
     assert [infer_precision(c.source) for c in chains] == ["tf32", "tf32x3"]
     on_cpu = OfflineGenerator(problem, "cpu").propose(request).proposals
     assert [c.params["precision"] for c in on_cpu] == ["tf32x3"]
+
+
+def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision():
+    """A model's one rewrite is no dead end after its first evaluation: its neighbours move the
+    products' tile plan (KB_TILES) as well as the precision, and a diagnosis of spills asks for
+    the smaller plan first."""
+    problem = load_problem(str(TESTS / "problems_kernelbench" / "level3" / "1_MLP.py"))
+    (first,) = coarse(problem)
+    assert first.origin == "model.rewrite" and first.params == {"precision": "tf32x3",
+                                                                  "tiles": "base"}  # fmt: skip
+
+    def mutate(diagnosis):
+        parent = ParentInfo("c0001", first.source, first.origin, first.params, [], diagnosis)
+        request = GenerationRequest(problem, "mutate", 12, random.Random(3), parent=parent)
+        return OfflineGenerator(problem).propose(request).proposals
+
+    neighbours = mutate(None)
+    assert {p.params["tiles"] for p in neighbours} == {"small", "base", "large"}
+    assert {p.params["precision"] for p in neighbours} == {"tf32x3", "ieee"}
+    assert {f"KB_TILES = '{p.params['tiles']}'" in p.source for p in neighbours} == {True}
+    spilling = mutate({"tags": ["register-spills"]})
+    assert spilling[0].params["tiles"] == "small" and "smaller tiles" in spilling[0].note

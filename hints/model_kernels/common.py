@@ -1,11 +1,14 @@
-"""What every group of the kernel library shares: the precision of tl.dot on fp32 operands (the
-renderer sets it per candidate), the test for "an operand is a tensor" and the interpreter's
-tiles."""
+"""What every group of the kernel library shares: the precision of tl.dot on fp32 operands and the
+products' tile plan (the renderer sets both per candidate), the test for "an operand is a tensor"
+and the interpreter's tiles."""
 
 import torch
 
 # "ieee" (fp32), "tf32x3" or "tf32": pass it to tl.dot as its input_precision (a tl.constexpr).
 KB_DOT_PRECISION = "ieee"
+# "small", "base" or "large": the GPU tiles of the products (convolutions, matmuls); the renderer
+# sets it per candidate, so that the search can time the same model at several tile plans.
+KB_TILES = "base"
 
 
 def kb_is_tensor(value) -> bool:

@@ -8,7 +8,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION, KB_INTERPRETER_TILE, kb_interpreted
+from hints.model_kernels.common import (
+    KB_DOT_PRECISION,
+    KB_INTERPRETER_TILE,
+    KB_TILES,
+    kb_interpreted,
+)
 
 _conv_ACTIVATIONS = ("none", "relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
 
@@ -16,11 +21,14 @@ _conv_ACTIVATIONS = ("none", "relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
 # padding: the direct kernel multiplies on CUDA cores instead, a program's outputs consecutive
 # over channels and positions (the transposed kernel, with a tile as wide as the group).
 _conv_MIN_DOT_CHANNELS = 8
-_conv_BLOCK_P = 64  # output positions per program
+_conv_BLOCK_P = 64  # output positions per program (few channels, and the interpreter's least)
 _conv_DOT_BLOCK_K = 32  # reduction (input channel x tap) per tl.dot step
 _conv_FMA_BLOCK_K = 16
-_conv_MAX_BLOCK_CO = 64
-_conv_DIRECT_BLOCK_O = 128  # outputs per program of the direct kernel
+# On a GPU, by KB_TILES: (output positions, widest output channels, warps) of a _conv_kernel
+# program, and the outputs of a _conv_direct_kernel program. Wider channel tiles gather each
+# input tile for more output channels; narrower ones make more programs for small layers.
+_conv_GPU_TILES = {"small": (32, 32, 4), "base": (64, 64, 4), "large": (128, 128, 8)}
+_conv_DIRECT_BLOCK_O = {"small": 64, "base": 128, "large": 256}
 # Triton's CPU interpreter pays per operation, not per element: there, wide tiles (fewer
 # programs, fewer reduction steps) took a 512-channel 3x3 convolution at 2x2 from 18.4 s to 2.2 s.
 _conv_INTERPRETER_BLOCK_K = 256
@@ -241,17 +249,20 @@ def _conv_output_size(size, kernel, stride, padding, dilation, output_padding, n
 
 
 def _conv_tiles(cout_g, k_total, positions, interpreted):
-    """(BLOCK_P, BLOCK_CO, BLOCK_K) of _conv_kernel for cout_g output channels a group, a
-    reduction of k_total and `positions` outputs a phase, on a GPU or in the interpreter."""
+    """(BLOCK_P, BLOCK_CO, BLOCK_K, num_warps) of _conv_kernel for cout_g output channels a
+    group, a reduction of k_total and `positions` outputs a phase, on a GPU or in the
+    interpreter."""
     if cout_g < _conv_MIN_DOT_CHANNELS:  # a transposed convolution's few channels a group
-        return _conv_BLOCK_P, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K
-    widest_co = _conv_INTERPRETER_MAX_BLOCK_CO if interpreted else _conv_MAX_BLOCK_CO
+        return _conv_BLOCK_P, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K, 4
+    block_p, widest_co, warps = _conv_GPU_TILES[KB_TILES]
+    if interpreted:
+        widest_co = _conv_INTERPRETER_MAX_BLOCK_CO
     block_co = min(max(triton.next_power_of_2(cout_g), 16), widest_co)
     if not interpreted:
-        return _conv_BLOCK_P, block_co, _conv_DOT_BLOCK_K
+        return block_p, block_co, _conv_DOT_BLOCK_K, warps
     block_k = min(max(triton.next_power_of_2(k_total), 16), _conv_INTERPRETER_BLOCK_K)
     widest = max(_conv_BLOCK_P, KB_INTERPRETER_TILE // max(block_k, block_co))
-    return min(max(triton.next_power_of_2(positions), 16), widest), block_co, block_k
+    return min(max(triton.next_power_of_2(positions), 16), widest), block_co, block_k, 4
 
 
 def _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, epilogue):
@@ -261,7 +272,7 @@ def _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, epilogue):
     bias, scale, shift, residual, act = epilogue
     total, k_total = out3.numel(), cin_g * w3.shape[2] * w3.shape[3] * w3.shape[4]
     block_k = min(triton.next_power_of_2(k_total), _conv_FMA_BLOCK_K)
-    block_o = _conv_DIRECT_BLOCK_O
+    block_o = _conv_DIRECT_BLOCK_O[KB_TILES]
     if kb_interpreted(x3):
         block_k = min(triton.next_power_of_2(k_total), _conv_INTERPRETER_BLOCK_K)
         block_o = min(triton.next_power_of_2(total), KB_INTERPRETER_TILE // block_k)
@@ -338,7 +349,7 @@ def _conv_launch(
     for size, q in zip(out3.shape[2:], phase, strict=True):
         positions *= -(-size // q)
     k_total = cin_g * taps[0] * taps[1] * taps[2]
-    block_p, block_co, block_k = _conv_tiles(cout_g, k_total, positions, kb_interpreted(x))
+    block_p, block_co, block_k, warps = _conv_tiles(cout_g, k_total, positions, kb_interpreted(x))
     grid = (
         n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, block_p),
         triton.cdiv(cout_g, block_co),
@@ -353,7 +364,7 @@ def _conv_launch(
         TRANSPOSED=transposed, HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
         HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act,
         DOT=cout_g >= _conv_MIN_DOT_CHANNELS, PRECISION=KB_DOT_PRECISION, BLOCK_P=block_p,
-        BLOCK_CO=block_co, BLOCK_K=block_k,
+        BLOCK_CO=block_co, BLOCK_K=block_k, num_warps=warps,
     )  # fmt: skip
     return out[0] if unbatched else out
 

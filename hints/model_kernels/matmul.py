@@ -8,7 +8,7 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION, kb_interpreted, kb_is_tensor
+from hints.model_kernels.common import KB_DOT_PRECISION, KB_TILES, kb_interpreted, kb_is_tensor
 from hints.model_kernels.elementwise import kb_mul
 from hints.model_kernels.reductions import kb_sum
 
@@ -16,6 +16,8 @@ from hints.model_kernels.reductions import kb_sum
 _matmul_ACTIVATIONS = ("none", "relu", "gelu", "tanh", "sigmoid")
 # Rows of output tiles that share a column of B while it sits in L2 (grouped ordering).
 _matmul_GROUP_M = 8
+# On a GPU, by KB_TILES: the widest (rows, columns) of a program's output tile.
+_matmul_GPU_TILES = {"small": (64, 64), "base": (128, 128), "large": (128, 256)}
 
 
 @triton.jit
@@ -94,13 +96,13 @@ def _matmul_as_4d(t):
 
 
 def _matmul_config(M, N, K, interpreted):
-    """Tiles and launch settings: 128 x 128 x 32 tiles (256 x 256 x 32 in the interpreter), cut
-    to the problem (>= 16: tl.dot's least). In the interpreter a deeper step lost accuracy
-    (KernelBench's MLP: normalized error 1.6e-7 at 32, 2.7e-7 at 128, 3.7e-7 at 512, past its
-    tolerance of 3.5e-7), so the depth stays."""
-    widest = 256 if interpreted else 128
-    block_m = min(widest, max(16, triton.next_power_of_2(M)))
-    block_n = min(widest, max(16, triton.next_power_of_2(N)))
+    """Tiles and launch settings: tiles of _matmul_GPU_TILES[KB_TILES] x 32 (256 x 256 x 32 in
+    the interpreter), cut to the problem (>= 16: tl.dot's least). In the interpreter a deeper
+    step lost accuracy (KernelBench's MLP: normalized error 1.6e-7 at 32, 2.7e-7 at 128, 3.7e-7
+    at 512, past its tolerance of 3.5e-7), so the depth stays."""
+    widest_m, widest_n = (256, 256) if interpreted else _matmul_GPU_TILES[KB_TILES]
+    block_m = min(widest_m, max(16, triton.next_power_of_2(M)))
+    block_n = min(widest_n, max(16, triton.next_power_of_2(N)))
     return {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,

@@ -19,6 +19,7 @@ KERNELBRAIN_SESSIONS=/tmp/s timeout -s INT -k 15 ${LIMIT:-520} python3 -m engine
 echo "bench rc=$? wall_s=$(( $(date +%s) - t0 ))" >> $OUT/env.log
 cp /tmp/kb/cuda.json /tmp/kb/cuda.md $OUT/ 2>/dev/null
 # Each search's last events (the generator's notes and refusals, every verdict): why a search
-# without a passing candidate found none.
-mkdir -p $OUT/events
-for f in /tmp/kb/sessions/*/events.jsonl; do tail -n 300 "$f" > "$OUT/events/$(basename "$(dirname "$f")").jsonl"; done
+# without a passing candidate found none. One archive: a call brings back at most 8 files.
+mkdir -p /tmp/events
+for f in /tmp/kb/sessions/*/events.jsonl; do tail -n 300 "$f" > "/tmp/events/$(basename "$(dirname "$f")").jsonl"; done
+tar czf $OUT/events.tgz -C /tmp events

@@ -221,3 +221,44 @@ def test_unsupported_forms_say_what():
         conv.kb_conv2d(x, w, b, stride=(1, 2, 3))
     with pytest.raises(ValueError, match="strided"):
         conv.kb_conv2d(x, w, b, stride=2, padding="same")
+
+
+TWO_CONVS = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.body = nn.Sequential(nn.ReLU(), nn.Conv2d(16, 8, 1))
+
+    def forward(self, x):
+        return self.body(self.stem(x))
+
+
+def get_inputs():
+    return [torch.randn(4, 3, 6, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_layer_check_reports_every_convolution_at_every_plan(tmp_path, capsys):
+    """engine.benchmarks.conv_layers, the GPU diagnosis of a model: each convolution on the input
+    it gets inside the Model (the second's is the first's output after a ReLU), at every tile
+    plan and precision, with its error against float64."""
+    from engine.benchmarks import conv_layers
+
+    (tmp_path / "two_convs.py").write_text(TWO_CONVS)
+    conv_layers.main([str(tmp_path / "two_convs.py"), "--device", "cpu", "--batch", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * 3 * 2
+    assert [line.split(":")[0] for line in lines] == ["stem"] * 6 + ["body.1"] * 6
+    assert "Conv2d (16, 3, 3, 3) on (2, 3, 6, 6)" in lines[0]
+    assert "Conv2d (8, 16, 1, 1) on (2, 16, 6, 6)" in lines[-1] and "large ieee" in lines[-1]
+    errors = [float(line.split("error ")[1].split()[0]) for line in lines]
+    assert max(errors) < 1e-6
+    assert (conv.KB_TILES, conv.KB_DOT_PRECISION) == ("base", "ieee")  # left as they were

@@ -2,7 +2,7 @@
 (hints/model_kernels/conv.py) on the input it gets inside the Model, against PyTorch's
 convolution in float64: which layer of a model that fails the gate on a GPU is wrong.
 
-    python docs/results/kernelbench_level3_gpu/conv_layers.py FILE.py [--device cuda] [--batch N]
+    python -m engine.benchmarks.conv_layers FILE.py [--device cuda] [--batch N]
 
 One line per convolution and tile plan: its shape, the kernel's normalized error (largest
 absolute error over the reference's largest magnitude) and PyTorch's own fp32 error."""
@@ -10,16 +10,13 @@ absolute error over the reference's largest magnitude) and PyTorch's own fp32 er
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from engine.problems.loader import import_module_from  # noqa: E402
-from hints.model_kernels import conv, matmul  # noqa: E402
+from engine.problems.loader import import_module_from
+from hints.model_kernels import conv
 
 
 def conv_inputs(model: nn.Module, inputs: list) -> list[tuple[str, nn.Module, torch.Tensor]]:
@@ -39,12 +36,12 @@ def error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="conv_layers", description=__doc__.splitlines()[0])
     parser.add_argument("file")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--batch", type=int, default=None, help="cut the batch to this many")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     module = import_module_from(Path(args.file), "problem")
     torch.manual_seed(0)
     with torch.device(args.device):
@@ -52,20 +49,27 @@ def main() -> int:
         inputs = module.get_inputs()
     if args.batch:
         inputs = [x[: args.batch] if isinstance(x, torch.Tensor) else x for x in inputs]
-    for name, layer, x in conv_inputs(model, inputs):
-        with torch.no_grad():
-            ref = layer.double()(x.double())
-            layer.float()
-            torch_error = error(layer(x), ref)
-            for tiles in ("small", "base", "large"):
-                for precision in ("tf32x3", "ieee"):
-                    conv.KB_TILES = matmul.KB_TILES = tiles
-                    conv.KB_DOT_PRECISION = precision
-                    ours = error(conv.kb_conv_fused(x, layer), ref)
-                    print(f"{name}: {type(layer).__name__} {tuple(layer.weight.shape)} on "
-                          f"{tuple(x.shape)} {list(x.stride())}, {tiles} {precision}: error "
-                          f"{ours:.3g} (PyTorch fp32 {torch_error:.3g})", flush=True)  # fmt: skip
+    settings = conv.KB_TILES, conv.KB_DOT_PRECISION
+    try:
+        for name, layer, x in conv_inputs(model, inputs):
+            check_layer(name, layer, x)
+    finally:
+        conv.KB_TILES, conv.KB_DOT_PRECISION = settings
     return 0
+
+
+def check_layer(name: str, layer: nn.Module, x: torch.Tensor) -> None:
+    with torch.no_grad():
+        ref = layer.double()(x.double())
+        layer.float()
+        torch_error = error(layer(x), ref)
+        for tiles in ("small", "base", "large"):
+            for precision in ("tf32x3", "ieee"):
+                conv.KB_TILES, conv.KB_DOT_PRECISION = tiles, precision
+                ours = error(conv.kb_conv_fused(x, layer), ref)
+                print(f"{name}: {type(layer).__name__} {tuple(layer.weight.shape)} on "
+                      f"{tuple(x.shape)} {list(x.stride())}, {tiles} {precision}: error "
+                      f"{ours:.3g} (PyTorch fp32 {torch_error:.3g})", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

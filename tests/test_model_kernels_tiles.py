@@ -11,9 +11,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from model_kernels_checks import assert_matches, layout_only
 
-from hints.model_kernels import common, conv, elementwise, matmul, pooling, reductions
+from hints.model_kernels import (
+    common, conv, elementwise, matmul, pooling, recurrent, reductions,
+)  # fmt: skip
 
-MODULES = (conv, elementwise, matmul, pooling, reductions)
+MODULES = (conv, elementwise, matmul, pooling, recurrent, reductions)
 
 
 @pytest.fixture
@@ -84,6 +86,28 @@ def test_every_tile_plan_of_the_products(gpu_tiles, monkeypatch, tiles):
     torch.manual_seed(0)
     a, b = torch.randn(300, 70), torch.randn(70, 300)
     assert_matches(layout_only(matmul.kb_matmul, a, b), a @ b, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "kind, tiles", [("LSTM", "small"), ("LSTM", "base"), ("LSTM", "large"), ("GRU", "small"),
+                    ("RNN", "base")],
+)  # fmt: skip
+def test_recurrent_layers_at_the_gpus_tiles(gpu_tiles, monkeypatch, kind, tiles):
+    """The sequence kernel with a GPU plan: 70 hidden units span three unit tiles (small), two
+    (base) or one (large) that a step walks before its barrier, 40 batch rows two programs, two
+    directions and two layers, every time step in one launch."""
+    monkeypatch.setattr(recurrent, "KB_TILES", tiles)
+    block_b, block_h, _, _ = recurrent._recurrent_sequence_tiles(40, 70, interpreted=False)
+    assert (block_b, block_h) == (32, {"small": 32, "base": 64, "large": 128}[tiles])
+    torch_cls = getattr(nn, kind)
+    torch.manual_seed(0)
+    theirs = torch_cls(6, 70, num_layers=2, bidirectional=True).eval()
+    ours = getattr(recurrent, f"Kb{kind}")(6, 70, num_layers=2, bidirectional=True).eval()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(4, 40, 6)
+    with torch.no_grad():
+        expected = theirs(x)
+    assert_matches(layout_only(ours, x), expected, atol=1e-5)
 
 
 def test_the_interpreters_wide_tiles_span_several_programs():

@@ -1,24 +1,25 @@
-"""Recurrent layers (nn.RNN, nn.LSTM, nn.GRU) as Triton kernels: per layer, one tiled product
-projects the input of every time step (both directions in one launch), then one launch per time
-step multiplies the previous hidden state by W_hh and applies the gate math fused, writing h
-straight into the layer's output (and c into c_n)."""
+"""Recurrent layers (nn.RNN, nn.LSTM, nn.GRU) as Triton kernels, two launches a layer: one tiled
+product projects the input of every time step (both directions at once), then one sequence
+kernel walks the time steps, each multiplying the previous hidden state by W_hh with the gate
+math fused, writing h straight into the layer's output (and c into c_n). One launch per step
+instead would cost a launch's overhead a step (3072 for a 6-layer LSTM over 512 steps)."""
 
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION
+from hints.model_kernels.common import KB_DOT_PRECISION, KB_TILES, kb_interpreted
 from hints.model_kernels.elementwise import _elementwise_tanh
 
 # Gate rows per hidden unit in W_ih / W_hh, by nn.RNNBase.mode.
 _recurrent_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 # The step kernel's MODE constexpr, by nn.RNNBase.mode.
 _recurrent_MODE = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}
-# Tiles of the input projection (a GEMM of T*B rows) and of the step kernel (tl.dot needs >= 16).
+# Tiles of the input projection (a GEMM of T*B rows; tl.dot needs >= 16).
 _recurrent_PROJECTION_TILE = 64
-_recurrent_STEP_TILE = 16
-_recurrent_STEP_MAX_K = 128
+# The sequence kernel's (hidden units a tile, warps) on a GPU, by KB_TILES.
+_recurrent_GPU_TILES = {"small": (32, 4), "base": (64, 4), "large": (128, 8)}
 
 
 @triton.jit
@@ -107,50 +108,64 @@ def _recurrent_gru_cell(
     return (1.0 - z) * n + z * h_prev
 
 
-@triton.jit(do_not_specialize=["step"])
-def _recurrent_step_kernel(
+@triton.jit
+def _recurrent_sequence_kernel(
     gx_ptr, gx_sb, w_fwd, w_bwd, b_hh_fwd, b_hh_bwd,
-    out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c_prev_ptr, cn_ptr,
-    step, T, B, H,
-    MODE: tl.constexpr, FIRST: tl.constexpr, HAS_BIAS: tl.constexpr,
+    out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c0_ptr, c_work_ptr, cn_ptr, T, B, H,
+    MODE: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """One time step of one layer for a (batch, hidden) tile (axes 0 and 1), both directions
-    (axis 2): direction d is at time t = step (forward) or T - 1 - step (backward). h_prev is h0
-    at the first step, else the output row written one step before; h goes into out[t] and h_n,
-    c into c_n. MODE: 0 tanh RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c_prev and c_n are
-    contiguous (D, B, H); gx is (D, T, B, gates * H)."""
-    pid_h, pid_b, d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    t = step + d * (T - 1 - 2 * step)
-    units = pid_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    """Every time step of one layer for a tile of batch rows (axis 0), both directions (axis 1),
+    in one launch: at step s direction d is at time t = s (forward) or T - 1 - s (backward). A
+    program owns every hidden unit of its rows, so the step after reads the h that this program
+    wrote (in out[t]) past a barrier, and no program waits on another. h_prev is h0 at the first
+    step, c_prev c0; c ping-pongs between the halves of c_work (a step never overwrites what
+    another unit tile of it still reads). h_n and c_n take each step's h and c; the last step's
+    stay. MODE: 0 tanh RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work
+    are contiguous (D, B, H); gx is (D, T, B, gates * H)."""
+    pid_b, d = tl.program_id(0), tl.program_id(1)
     batch = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
-    ok = (batch < B)[:, None] & (units < H)[None, :]
+    batch_ok = batch < B
     # Clamped indices: every load stays in bounds unmasked; the stores drop the extra rows.
-    units, batch = tl.minimum(units, H - 1), tl.minimum(batch, B - 1)
-    if FIRST:
-        h_rows = h0_ptr + d * B * H + batch * H
-    else:
-        h_rows = out_ptr + (t - 1 + 2 * d) * out_st + d * H + batch * out_sb
-    gx = gx_ptr + (d * T + t) * B * gx_sb + batch[:, None] * gx_sb + units[None, :]
-    w_rows = _recurrent_pick(d, w_fwd, w_bwd) + units * H
-    state = d * B * H + batch[:, None] * H + units[None, :]
-    if MODE == 2:
-        c_prev = tl.load(c_prev_ptr + state).to(tl.float32)
-        h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, c_prev, H, BLOCK_K, PRECISION)
-        tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
-    elif MODE == 3:
-        bias_n = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)
-        if HAS_BIAS:
-            bias_n += tl.load(_recurrent_pick(d, b_hh_fwd, b_hh_bwd) + 2 * H + units)[None, :]
-        h_prev = tl.load(h_rows[:, None] + units[None, :]).to(tl.float32)
-        h = _recurrent_gru_cell(gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K, PRECISION)
-    else:
-        pre = _recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION)
-        h = tl.maximum(pre, 0.0) if MODE == 1 else _elementwise_tanh(pre)
-    out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
-    tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
-    tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
+    batch = tl.minimum(batch, B - 1)
+    w_ptr = _recurrent_pick(d, w_fwd, w_bwd)
+    half = tl.num_programs(1) * B * H
+    h_rows = h0_ptr + d * B * H + batch * H
+    for step in range(T):
+        t = step + d * (T - 1 - 2 * step)
+        c_next_ptr = c_work_ptr + (step % 2) * half
+        for u0 in range(0, H, BLOCK_H):
+            units = u0 + tl.arange(0, BLOCK_H)
+            ok = batch_ok[:, None] & (units < H)[None, :]
+            units = tl.minimum(units, H - 1)
+            gx = gx_ptr + (d * T + t) * B * gx_sb + batch[:, None] * gx_sb + units[None, :]
+            w_rows = w_ptr + units * H
+            state = d * B * H + batch[:, None] * H + units[None, :]
+            if MODE == 2:
+                if step == 0:
+                    c_prev = tl.load(c0_ptr + state).to(tl.float32)
+                else:
+                    c_prev = tl.load(c_work_ptr + ((step - 1) % 2) * half + state)
+                h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, c_prev, H, BLOCK_K, PRECISION)
+                tl.store(c_next_ptr + state, c, ok)
+                tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
+            elif MODE == 3:
+                bias_n = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)
+                if HAS_BIAS:
+                    b_hh = _recurrent_pick(d, b_hh_fwd, b_hh_bwd)
+                    bias_n += tl.load(b_hh + 2 * H + units)[None, :]
+                h_prev = tl.load(h_rows[:, None] + units[None, :]).to(tl.float32)
+                h = _recurrent_gru_cell(gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K, PRECISION)
+            else:
+                pre = _recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION)
+                h = tl.maximum(pre, 0.0) if MODE == 1 else _elementwise_tanh(pre)
+            out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
+            tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
+            tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
+        # The next step reads this one's h and c, written by the program's other threads.
+        tl.debug_barrier()
+        h_rows = out_ptr + t * out_st + d * H + batch * out_sb
 
 
 def _recurrent_block(size: int, largest: int) -> int:
@@ -226,28 +241,35 @@ def _recurrent_project(x, params: dict, folded_hh: int, directions: int):
     return gx
 
 
+def _recurrent_sequence_tiles(B: int, H: int, interpreted: bool) -> tuple[int, int, int, int]:
+    """(BLOCK_B, BLOCK_H, BLOCK_K, warps) of the sequence kernel: on a GPU, hidden-unit tiles by
+    KB_TILES; in the interpreter, which pays per operation, the whole hidden width at once."""
+    if interpreted:
+        return _recurrent_block(B, 64), _recurrent_block(H, 256), _recurrent_block(H, 256), 4
+    block_h, warps = _recurrent_GPU_TILES[KB_TILES]
+    return _recurrent_block(B, 32), _recurrent_block(H, block_h), _recurrent_block(H, 128), warps
+
+
 def _recurrent_run_layer(module, x, out, params: dict, h0, hn, c0, cn) -> None:
-    """One layer over the whole sequence: project x, then one launch per time step. out is the
-    layer's (T, B, directions * H) output (any strides, unit feature stride); h0, hn (and c0, cn
-    for an LSTM) are the layer's contiguous (directions, B, H) slices."""
+    """One layer over the whole sequence: project x, then one launch for every time step. out is
+    the layer's (T, B, directions * H) output (any strides, unit feature stride); h0, hn (and c0,
+    cn for an LSTM) are the layer's contiguous (directions, B, H) slices."""
     T, B = x.shape[0], x.shape[1]
     H, directions = module.hidden_size, 2 if module.bidirectional else 1
     gates = _recurrent_GATES[module.mode]
     folded_hh = 2 * H if module.mode == "GRU" else gates * H
     gx = _recurrent_project(x, params, folded_hh, directions)
     b_hh = params["bias_hh"] or params["weight_hh"]
-    block_b = _recurrent_block(B, 64)
-    grid = (triton.cdiv(H, _recurrent_STEP_TILE), triton.cdiv(B, block_b), directions)
     c0, cn = (c0, cn) if cn is not None else (hn, hn)
-    for step in range(T):
-        _recurrent_step_kernel[grid](
-            gx, gates * H, *params["weight_hh"], *b_hh,
-            out, out.stride(0), out.stride(1), h0, hn, c0 if step == 0 else cn, cn,
-            step, T, B, H,
-            MODE=_recurrent_MODE[module.mode], FIRST=step == 0, HAS_BIAS=module.bias,
-            BLOCK_B=block_b, BLOCK_H=_recurrent_STEP_TILE,
-            BLOCK_K=_recurrent_block(H, _recurrent_STEP_MAX_K), PRECISION=KB_DOT_PRECISION,
-        )  # fmt: skip
+    c_work = gx.new_empty((2, directions, B, H) if module.mode == "LSTM" else (1,))
+    block_b, block_h, block_k, warps = _recurrent_sequence_tiles(B, H, kb_interpreted(x))
+    _recurrent_sequence_kernel[(triton.cdiv(B, block_b), directions)](
+        gx, gates * H, *params["weight_hh"], *b_hh,
+        out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, T, B, H,
+        MODE=_recurrent_MODE[module.mode], HAS_BIAS=module.bias,
+        BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k, PRECISION=KB_DOT_PRECISION,
+        num_warps=warps,
+    )  # fmt: skip
 
 
 def _recurrent_forward(module: nn.RNNBase, input, hx):

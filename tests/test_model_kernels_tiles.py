@@ -11,9 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from model_kernels_checks import assert_matches, layout_only
 
-from hints.model_kernels import (
-    common, conv, elementwise, matmul, pooling, recurrent, reductions,
-)  # fmt: skip
+from hints.model_kernels import common, conv, elementwise, matmul, pooling, recurrent, reductions
 
 MODULES = (conv, elementwise, matmul, pooling, recurrent, reductions)
 

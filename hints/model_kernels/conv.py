@@ -123,15 +123,15 @@ def _conv_kernel(
         ih, h_ok = _conv_tap_input(oh[:, None], kh[None, :], H, SH, PH, DH, TRANSPOSED)
         iw, w_ok = _conv_tap_input(ow[:, None], kw[None, :], W, SW, PW, DW, TRANSPOSED)
         a_ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
-        a = tl.load(
-            x_base + ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, mask=a_ok, other=0.0
-        )
+        # Masked-off lanes read at offset 0 (a padding tap's offset is negative, a padded k's
+        # past the end): on a GPU the loads feeding tl.dot are pipelined (cp.async), which forms
+        # every lane's address, and 3x3 convolutions summed wrong there (an H100, Triton 3.6).
+        a_at = tl.where(a_ok, ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, 0)
+        a = tl.load(x_base + a_at, mask=a_ok, other=0.0)
+        b_ok = k_ok[:, None] & co_ok[None, :]
         w_tap = ci * swi + kd * swd + kh * swh + kw * sww
-        b = tl.load(
-            w_base + w_tap[:, None] + co[None, :] * swo,
-            mask=k_ok[:, None] & co_ok[None, :],
-            other=0.0,
-        )
+        b_at = tl.where(b_ok, w_tap[:, None] + co[None, :] * swo, 0)
+        b = tl.load(w_base + b_at, mask=b_ok, other=0.0)
         if DOT:
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         else:

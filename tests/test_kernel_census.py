@@ -5,12 +5,16 @@ from pathlib import Path
 
 import pytest
 
+from engine.backends.local import _reject_foreign_kernels
 from engine.gate.correctness import CandidateRejected
 from engine.gate.kernel_census import check_kernel_census, triton_kernel_names
+from engine.jobs import EvalResult
+from engine.problems import load_problem
 from engine.profiler.csvparse import parse_raw
 from engine.profiler.ncu import diagnose_range
 
 DATA = Path(__file__).parent / "data" / "ncu"
+UNSEEN = Path(__file__).parent / "problems_unseen"
 CANDIDATE = (DATA / "rmsnorm_candidate.py").read_text()
 
 
@@ -52,3 +56,18 @@ def test_allowed_torch_ops_admit_library_kernels_and_no_profile_judges_nothing(r
     gemm = with_kernels(recorded, "sm90_xmma_gemm_f32f32_tn")
     check_kernel_census(gemm, CANDIDATE, frozenset({"mm"}))
     check_kernel_census({"status": "unavailable", "why": "no ncu"}, CANDIDATE, frozenset())
+
+
+def test_random_draws_pass_only_where_the_model_draws_too(recorded):
+    """KernelBench's LSTM draws its initial state with torch.randn in forward; a rewrite that
+    keeps its code launches torch's random-number kernel, as the Model does. The backend's
+    census takes the problem's word for it."""
+    randn = with_kernels(recorded, "void at::<unnamed>::distribution_elementwise_grid_stride_kernel"
+                         "<float, 4, void at::native::templates::cuda::normal_and_transform>()")
+    noisy = load_problem(str(UNSEEN / "noisy_linear.py"))
+    assert noisy.draws_random
+    passed = EvalResult(True)
+    assert _reject_foreign_kernels(randn, CANDIDATE, noisy, passed) and passed.passed
+    rejected = EvalResult(True)
+    assert not _reject_foreign_kernels(randn, CANDIDATE, load_problem("rmsnorm"), rejected)
+    assert rejected.reason == "torch_compute" and "distribution_elementwise" in rejected.message

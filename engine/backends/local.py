@@ -342,7 +342,7 @@ class LocalBackend:
 def _reject_foreign_kernels(found: dict, source: str, problem: Problem, result: EvalResult) -> bool:
     """Apply a profile's or census's kernel list to `result`; False when it rejected it."""
     try:
-        check_kernel_census(found, source, problem.allowed_torch_ops)
+        check_kernel_census(found, source, problem.allowed_torch_ops, problem.draws_random)
     except CandidateRejected as exc:
         result.passed, result.reason, result.message = False, exc.reason, exc.message
         return False

@@ -17,6 +17,10 @@ from engine.gate.correctness import CandidateRejected
 # Words in the names of torch's kernels for allocation fills (`zeros`, `full`, `zero_`) and
 # layout copies (`contiguous`, `clone`, `copy_`), which forward may use.
 LAYOUT_KERNEL_WORDS = ("FillFunctor", "fill_kernel", "copy_kernel", "CopyFunctor", "arange")
+# The word in the names of torch's random-number kernels (torch.randn, rand, randint and their
+# kin), which forward may launch where the Model draws too (Problem.draws_random): KernelBench's
+# LSTM draws its initial state in forward, and so does the rewrite that keeps its code.
+RANDOM_KERNEL_WORD = "distribution_elementwise_grid_stride_kernel"
 
 
 def triton_kernel_names(source: str) -> set[str]:
@@ -38,20 +42,23 @@ def _is_jit(decorator: ast.expr) -> bool:
     return name == "jit"
 
 
-def foreign_kernels(kernels: list[str], source: str) -> list[str]:
+def foreign_kernels(kernels: list[str], source: str, draws: bool = False) -> list[str]:
     """The launched kernels that are neither the candidate's Triton kernels nor torch's fills
-    and layout copies, each once, in launch order."""
+    and layout copies (nor, with `draws`, its random draws), each once, in launch order."""
     own = triton_kernel_names(source)
+    admitted = LAYOUT_KERNEL_WORDS + ((RANDOM_KERNEL_WORD,) if draws else ())
     foreign: dict[str, None] = {}
     for name in kernels:
-        if name not in own and not any(word in name for word in LAYOUT_KERNEL_WORDS):
+        if name not in own and not any(word in name for word in admitted):
             foreign[name] = None
     return list(foreign)
 
 
-def check_kernel_census(profile: dict, source: str, allowed_ops: frozenset[str]) -> None:
+def check_kernel_census(profile: dict, source: str, allowed_ops: frozenset[str],
+                        draws: bool = False) -> None:  # fmt: skip
     """Raise when a profiled forward call launched kernels that are not the candidate's, or
-    more kernels than a census can list (`complete` False)."""
+    more kernels than a census can list (`complete` False). `draws`: the Model draws random
+    numbers, so the candidate's calls may too."""
     if allowed_ops or profile.get("status") == "unavailable":
         return
     if profile.get("complete") is False:
@@ -61,7 +68,7 @@ def check_kernel_census(profile: dict, source: str, allowed_ops: frozenset[str])
             "more than the kernel census lists: launch fewer, larger kernels",
         )
     names = [k["name"] for k in profile.get("kernels", []) if k.get("name")]
-    foreign = foreign_kernels(names, source)
+    foreign = foreign_kernels(names, source, draws)
     if foreign:
         shown = ", ".join(name[:80] for name in foreign[:3])
         raise CandidateRejected(

@@ -60,6 +60,10 @@ class Strategy:
     # What PyTorch computes the replaced operator in from fp32 inputs at its defaults: "tf32" for
     # cuDNN's convolutions, so that strict judges a TF32 kernel against TF32's error there.
     torch_precision: str = "fp32"
+    # Parameter changes that the coarse round also proposes on a GPU, each over the defaults: a
+    # plan that the GPU's compiler may get wrong where another is right, so that a default that
+    # fails does not end the search (mutations start from a passing candidate).
+    gpu_coarse_variants: tuple[dict, ...] = ()
 
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.params}

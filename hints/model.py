@@ -269,6 +269,10 @@ REWRITE = ModelStrategy(
         # the products' tiles on a GPU (hints/model_kernels/common.py, KB_TILES)
         Param("tiles", ("small", "base", "large"), "base", tile=True),
     ),
+    # On an H100, Triton 3.6 compiled the conv kernel's padded 3x3 products wrong at the base
+    # and large plans and right at the small one (docs/results/kernelbench_level3_gpu/,
+    # session 50): a model's first round holds the small plan too.
+    gpu_coarse_variants=({"tiles": "small"},),
 )
 
 FAMILY = Family(

@@ -220,7 +220,7 @@ def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision(
     products' tile plan (KB_TILES) as well as the precision, and a diagnosis of spills asks for
     the smaller plan first."""
     problem = load_problem(str(TESTS / "problems_kernelbench" / "level3" / "1_MLP.py"))
-    (first,) = coarse(problem)
+    first = coarse(problem)[0]
     assert first.origin == "model.rewrite" and first.params == {"precision": "tf32x3",
                                                                   "tiles": "base"}  # fmt: skip
 
@@ -235,3 +235,16 @@ def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision(
     assert {f"KB_TILES = '{p.params['tiles']}'" in p.source for p in neighbours} == {True}
     spilling = mutate({"tags": ["register-spills"]})
     assert spilling[0].params["tiles"] == "small" and "smaller tiles" in spilling[0].note
+
+
+def test_on_a_gpu_a_whole_models_first_round_holds_the_small_tile_plan_too():
+    """A tile plan that the GPU's compiler gets wrong must not end the search at its first
+    candidate: on a GPU the coarse round proposes the small plan beside the default. The
+    interpreter runs every plan alike, so on the cpu it proposes the default alone."""
+    problem = load_problem(str(TESTS / "problems_kernelbench" / "level3" / "8_ResNetBasicBlock.py"))
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    on_gpu = OfflineGenerator(problem, backend="cuda").propose(request).proposals
+    assert [p.params["tiles"] for p in on_gpu] == ["base", "small"]
+    assert {p.params["precision"] for p in on_gpu} == {"tf32x3"}
+    assert "KB_TILES = 'small'" in on_gpu[1].source
+    assert len(OfflineGenerator(problem, backend="cpu").propose(request).proposals) == 1

@@ -55,7 +55,7 @@ class OfflineGenerator:
             for s in family.strategies
             if s.applies_to(match)
         ]
-        self.coarse = coarse_moves(self.applicable, problem.precision_policy)
+        self.coarse = coarse_moves(self.applicable, problem.precision_policy, tf32_reference)
 
     def preflight(self) -> None:
         if not self.matches:
@@ -145,15 +145,20 @@ class OfflineGenerator:
         return None
 
 
-def coarse_moves(applicable: list, policy: str) -> list:
+def coarse_moves(applicable: list, policy: str, gpu: bool) -> list:
     """The coarse round: every applicable strategy at its defaults; under strict, one whose
-    default is TF32 (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass."""
+    default is TF32 (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass;
+    on a GPU, its gpu_coarse_variants too."""
     moves = []
     for strategy, match in applicable:
-        moves.append((strategy, match, strategy.defaults(), f"{strategy.name} at its defaults"))
-        if policy == "strict" and strategy.defaults().get("precision") == "tf32":
-            sure = {**strategy.defaults(), "precision": "tf32x3"}
+        defaults = strategy.defaults()
+        moves.append((strategy, match, defaults, f"{strategy.name} at its defaults"))
+        if policy == "strict" and defaults.get("precision") == "tf32":
+            sure = {**defaults, "precision": "tf32x3"}
             moves.append((strategy, match, sure, f"{strategy.name} in tf32x3"))
+        for variant in strategy.gpu_coarse_variants if gpu else ():
+            changed = ", ".join(f"{name} {value}" for name, value in variant.items())
+            moves.append((strategy, match, {**defaults, **variant}, f"{strategy.name}, {changed}"))
     return moves
 
 

@@ -240,7 +240,7 @@ def test_offline_generator_proposes_the_rewrite():
     target = load_problem(str(LEVEL3 / "43_MinGPTCausalAttention.py"))
     assert [family.name for family, _ in match_problem(target)] == ["model"]
     request = GenerationRequest(target, "coarse", 0, random.Random(0))
-    (proposal,) = OfflineGenerator(target).propose(request).proposals
+    (proposal,) = OfflineGenerator(target, "cpu").propose(request).proposals
     assert proposal.origin == "model.rewrite" and "class ModelNew(Model):" in proposal.source
     # named for what its tl.dot uses, not for the fp16/bf16 entries of its dtype table
     assert infer_precision(proposal.source) == "tf32x3"

@@ -6,8 +6,9 @@ import torch
 
 # "ieee" (fp32), "tf32x3" or "tf32": pass it to tl.dot as its input_precision (a tl.constexpr).
 KB_DOT_PRECISION = "ieee"
-# "small", "base" or "large": the GPU tiles of the products (convolutions, matmuls); the renderer
-# sets it per candidate, so that the search can time the same model at several tile plans.
+# "small", "base" or "large": the GPU tiles of the products (convolutions, matmuls, recurrent
+# steps); the renderer sets it per candidate, so that the search can time the same model at
+# several tile plans.
 KB_TILES = "base"
 
 

@@ -14,7 +14,7 @@ from hints.model_kernels.elementwise import _elementwise_tanh
 
 # Gate rows per hidden unit in W_ih / W_hh, by nn.RNNBase.mode.
 _recurrent_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
-# The step kernel's MODE constexpr, by nn.RNNBase.mode.
+# The sequence kernel's MODE constexpr, by nn.RNNBase.mode.
 _recurrent_MODE = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}
 # Tiles of the input projection (a GEMM of T*B rows; tl.dot needs >= 16).
 _recurrent_PROJECTION_TILE = 64

@@ -123,9 +123,10 @@ def _conv_kernel(
         ih, h_ok = _conv_tap_input(oh[:, None], kh[None, :], H, SH, PH, DH, TRANSPOSED)
         iw, w_ok = _conv_tap_input(ow[:, None], kw[None, :], W, SW, PW, DW, TRANSPOSED)
         a_ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
-        # Masked-off lanes read at offset 0 (a padding tap's offset is negative, a padded k's
-        # past the end): on a GPU the loads feeding tl.dot are pipelined (cp.async), which forms
-        # every lane's address, and 3x3 convolutions summed wrong there (an H100, Triton 3.6).
+        # Masked-off lanes load at offset 0 (a padding tap's offset is negative, a padded k's
+        # past the end), as PyTorch's Triton conv templates do for pipelined (cp.async) loads.
+        # Before this the padded 3x3 products summed wrong on an H100 (Triton 3.6) at the base
+        # and large plans; that this cures it is not yet measured (docs/results/, level 3 GPU).
         a_at = tl.where(a_ok, ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, 0)
         a = tl.load(x_base + a_at, mask=a_ok, other=0.0)
         b_ok = k_ok[:, None] & co_ok[None, :]

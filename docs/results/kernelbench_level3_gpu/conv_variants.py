@@ -32,7 +32,7 @@ CASES = [("8.conv1", 3, 224, 8), ("17.expand3x3", 6, 256, 8), ("8.conv2", 64, 22
 
 def builds() -> dict[str, str]:
     fixed = SOURCE.read_text()
-    loads = fixed[fixed.index("        # Masked-off lanes read") : fixed.index("        if DOT:\n")]
+    loads = fixed[fixed.index("        # Masked-off lanes load") : fixed.index("        if DOT:\n")]
     orig = fixed.replace(loads, ORIGINAL_LOADS)
     stages1 = orig.replace(LAUNCH, LAUNCH + " num_stages=1,")
     assert orig != fixed and stages1 != orig

@@ -93,16 +93,16 @@ def test_every_tile_plan_of_the_products(gpu_tiles, monkeypatch, tiles):
 def test_recurrent_layers_at_the_gpus_tiles(gpu_tiles, monkeypatch, kind, tiles):
     """The sequence kernel with a GPU plan: 70 hidden units span three unit tiles (small), two
     (base) or one (large) that a step walks before its barrier, 40 batch rows two programs, two
-    directions and two layers, every time step in one launch."""
+    directions, every time step in one launch."""
     monkeypatch.setattr(recurrent, "KB_TILES", tiles)
     block_b, block_h, _, _ = recurrent._recurrent_sequence_tiles(40, 70, interpreted=False)
     assert (block_b, block_h) == (32, {"small": 32, "base": 64, "large": 128}[tiles])
     torch_cls = getattr(nn, kind)
     torch.manual_seed(0)
-    theirs = torch_cls(6, 70, num_layers=2, bidirectional=True).eval()
-    ours = getattr(recurrent, f"Kb{kind}")(6, 70, num_layers=2, bidirectional=True).eval()
+    theirs = torch_cls(6, 70, bidirectional=True).eval()
+    ours = getattr(recurrent, f"Kb{kind}")(6, 70, bidirectional=True).eval()
     ours.load_state_dict(theirs.state_dict())
-    x = torch.randn(4, 40, 6)
+    x = torch.randn(3, 40, 6)
     with torch.no_grad():
         expected = theirs(x)
     assert_matches(layout_only(ours, x), expected, atol=1e-5)

@@ -121,9 +121,9 @@ def _recurrent_sequence_kernel(
     program owns every hidden unit of its rows, so the step after reads the h that this program
     wrote (in out[t]) past a barrier, and no program waits on another. h_prev is h0 at the first
     step, c_prev c0; c ping-pongs between the halves of c_work (a step never overwrites what
-    another unit tile of it still reads). h_n and c_n take each step's h and c; the last step's
-    stay. MODE: 0 tanh RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work
-    are contiguous (D, B, H); gx is (D, T, B, gates * H)."""
+    another unit tile of it still reads). h_n and c_n take the last step's h and c. MODE: 0 tanh
+    RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work are contiguous
+    (D, B, H); gx is (D, T, B, gates * H)."""
     pid_b, d = tl.program_id(0), tl.program_id(1)
     batch = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
     batch_ok = batch < B
@@ -149,7 +149,8 @@ def _recurrent_sequence_kernel(
                     c_prev = tl.load(c_work_ptr + ((step - 1) % 2) * half + state)
                 h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, c_prev, H, BLOCK_K, PRECISION)
                 tl.store(c_next_ptr + state, c, ok)
-                tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
+                if step == T - 1:
+                    tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
             elif MODE == 3:
                 bias_n = tl.zeros((BLOCK_B, BLOCK_H), dtype=tl.float32)
                 if HAS_BIAS:
@@ -162,7 +163,8 @@ def _recurrent_sequence_kernel(
                 h = tl.maximum(pre, 0.0) if MODE == 1 else _elementwise_tanh(pre)
             out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
             tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
-            tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
+            if step == T - 1:
+                tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
         # The next step reads this one's h and c, written by the program's other threads.
         tl.debug_barrier()
         h_rows = out_ptr + t * out_st + d * H + batch * out_sb

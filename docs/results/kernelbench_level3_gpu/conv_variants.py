@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 import triton.testing
 
+from engine.benchmarks.conv_layers import error
+
 SOURCE = Path(__file__).resolve().parents[3] / "hints" / "model_kernels" / "conv.py"
 ORIGINAL_LOADS = """        a = tl.load(
             x_base + ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, mask=a_ok, other=0.0
@@ -62,10 +64,9 @@ def main(names: list[str]) -> None:
                     for precision in ("tf32x3", "ieee"):
                         conv.KB_TILES, conv.KB_DOT_PRECISION = tiles, precision
                         out = conv.kb_conv_fused(x, layer)
-                        err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
                         ms = triton.testing.do_bench(partial(conv.kb_conv_fused, x, layer), rep=20)
-                        print(f"{label} {name} {tiles} {precision}: error {err:.3g}, {ms:.3f} ms",
-                              flush=True)  # fmt: skip
+                        print(f"{label} {name} {tiles} {precision}: error "
+                              f"{error(out, ref):.3g}, {ms:.3f} ms", flush=True)  # fmt: skip
             print(f"{label} PyTorch: {triton.testing.do_bench(partial(layer, x), rep=20):.3f} ms")
 
 

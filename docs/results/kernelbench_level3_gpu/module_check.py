@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from engine.benchmarks.conv_layers import error
 from engine.gate.correctness import reference_float64
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
@@ -26,11 +27,6 @@ ACTIVATIONS = {
     "none": lambda y: y, "relu": torch.relu, "relu6": lambda y: y.clamp(0, 6),
     "sigmoid": torch.sigmoid, "silu": F.silu, "gelu": F.gelu, "tanh": torch.tanh,
 }  # fmt: skip
-
-
-def error(a: torch.Tensor, b: torch.Tensor) -> float:
-    a, b = a.double(), b.double()
-    return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
 
 def load(name: str, path: Path):

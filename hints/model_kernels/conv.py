@@ -125,8 +125,6 @@ def _conv_kernel(
         a_ok = p_ok[:, None] & k_ok[None, :] & d_ok & h_ok & w_ok
         # Masked-off lanes load at offset 0 (a padding tap's offset is negative, a padded k's
         # past the end), as PyTorch's Triton conv templates do for pipelined (cp.async) loads.
-        # Before this the padded 3x3 products summed wrong on an H100 (Triton 3.6) at the base
-        # and large plans; that this cures it is not yet measured (docs/results/, level 3 GPU).
         a_at = tl.where(a_ok, ci[None, :] * sxc + idd * sxd + ih * sxh + iw * sxw, 0)
         a = tl.load(x_base + a_at, mask=a_ok, other=0.0)
         b_ok = k_ok[:, None] & co_ok[None, :]
@@ -351,6 +349,10 @@ def _conv_launch(
         positions *= -(-size // q)
     k_total = cin_g * taps[0] * taps[1] * taps[2]
     block_p, block_co, block_k, warps = _conv_tiles(cout_g, k_total, positions, kb_interpreted(x))
+    # Products of several taps run unpipelined: pipelined (Triton's 3 stages), padded 3x3 ones
+    # summed wrong on an H100 with Triton 3.6 at the base and large plans (64 to 64 channels in
+    # ieee even with the offsets above) and ran 1.3-3x slower (docs/results/, level 3 GPU).
+    stages = 1 if taps[0] * taps[1] * taps[2] > 1 else 3
     grid = (
         n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, block_p),
         triton.cdiv(cout_g, block_co),
@@ -365,7 +367,7 @@ def _conv_launch(
         TRANSPOSED=transposed, HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
         HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act,
         DOT=cout_g >= _conv_MIN_DOT_CHANNELS, PRECISION=KB_DOT_PRECISION, BLOCK_P=block_p,
-        BLOCK_CO=block_co, BLOCK_K=block_k, num_warps=warps,
+        BLOCK_CO=block_co, BLOCK_K=block_k, num_warps=warps, num_stages=stages,
     )  # fmt: skip
     return out[0] if unbatched else out
 

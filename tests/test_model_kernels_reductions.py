@@ -166,6 +166,16 @@ def test_cumsum_matches_torch(dim):
     check(R.kb_cumsum, torch.cumsum, X, dim)
 
 
+def test_shape_keeping_ops_over_a_view_of_three_groups_give_torchs_values_and_layout():
+    """Mamba2's blocks, [b, h, c, l] laid out as b c l h: no two kept dims merge, so an output in
+    x's layout could not be walked (on an H100, KernelBench's 48 and 49 raised here)."""
+    blocks = torch.randn(2, 3, 4, 5).permute(0, 3, 1, 2)
+    for ours, theirs in [(R.kb_cumsum, torch.cumsum), *SOFTMAXES]:
+        result, expected = layout_only(ours, blocks, -1), theirs(blocks, -1)
+        assert_matches(result, expected)
+        assert result.stride() == expected.stride()
+
+
 @pytest.mark.parametrize("p, dim", [(2.0, 1), (1, -1), (2, 0)])
 def test_normalize_matches_torch(p, dim):
     check(R.kb_normalize, F.normalize, X, p, dim)

@@ -709,7 +709,9 @@ def kb_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 def kb_cumsum(x, dim, *, dtype=None):
-    out = torch.empty_like(x, dtype=_reductions_sum_dtype(x, dtype))
+    # Contiguous, as torch's cumsum and softmax give: x's own layout can split into three groups
+    # of dims a side (Mamba2's blocks, [b, h, c, l] laid out as b c l h).
+    out = torch.empty(x.shape, dtype=_reductions_sum_dtype(x, dtype), device=x.device)
     reduced = _reductions_dims(x, dim)
     x, sizes, (xs, os) = _reductions_layout(x, reduced, out.stride())
     _reductions_launch(_reductions_cumsum_kernel, x, (out,), sizes, xs, *os,
@@ -727,7 +729,7 @@ def _reductions_softmax(x, dim, stacklevel, dtype, mode):
         dtype = stacklevel
     if dim is None:
         dim = 0 if x.dim() in (0, 1, 3) else 1
-    out = torch.empty_like(x, dtype=dtype or x.dtype)
+    out = torch.empty(x.shape, dtype=dtype or x.dtype, device=x.device)  # as in kb_cumsum
     x, sizes, (xs, os) = _reductions_layout(x, _reductions_dims(x, dim), out.stride())
     _reductions_launch(_reductions_softmax_kernel, x, (out,), sizes, xs, *os, MODE=mode)
     return out

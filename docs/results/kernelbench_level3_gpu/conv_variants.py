@@ -1,10 +1,11 @@
 """The 3x3 convolutions that summed wrong on an H100 (8_ResNetBasicBlock's conv1, reduction 27,
 and conv2, 576; 17_SqueezeNetFireModule's expand3x3, 54) through builds of the library's conv
-kernel: the tree's ("fixed": masked-off lanes load at offset 0), the one before it ("orig":
-offsets as computed) and that one at num_stages=1 ("stages1"); at each tile plan and precision,
-the normalized error against float64 and the time of one call.
+kernel: the tree's ("tree": masked-off lanes load at offset 0, products of several taps
+unpipelined), that one pipelined as Triton's default ("pipelined", session 51's "fixed"), and
+that one with the offsets as computed ("orig"); at each tile plan and precision, the normalized
+error against float64 and the time of one call.
 
-    python docs/results/kernelbench_level3_gpu/conv_variants.py [fixed] [orig] [stages1]"""
+    python docs/results/kernelbench_level3_gpu/conv_variants.py [tree] [pipelined] [orig]"""
 
 import importlib.util
 import sys
@@ -28,17 +29,17 @@ ORIGINAL_LOADS = """        a = tl.load(
             other=0.0,
         )
 """
-LAUNCH = "BLOCK_CO=block_co, BLOCK_K=block_k, num_warps=warps,"
+STAGES = "stages = 1 if taps[0] * taps[1] * taps[2] > 1 else 3\n"
 CASES = [("8.conv1", 3, 224, 8), ("17.expand3x3", 6, 256, 8), ("8.conv2", 64, 224, 4)]
 
 
 def builds() -> dict[str, str]:
-    fixed = SOURCE.read_text()
-    loads = fixed[fixed.index("        # Masked-off lanes load") : fixed.index("        if DOT:\n")]
-    orig = fixed.replace(loads, ORIGINAL_LOADS)
-    stages1 = orig.replace(LAUNCH, LAUNCH + " num_stages=1,")
-    assert orig != fixed and stages1 != orig
-    return {"fixed": fixed, "orig": orig, "stages1": stages1}
+    tree = SOURCE.read_text()
+    pipelined = tree.replace(STAGES, "stages = 3\n")
+    loads = tree[tree.index("        # Masked-off lanes load") : tree.index("        if DOT:\n")]
+    orig = pipelined.replace(loads, ORIGINAL_LOADS)
+    assert tree != pipelined != orig
+    return {"tree": tree, "pipelined": pipelined, "orig": orig}
 
 
 def load(name: str, text: str):

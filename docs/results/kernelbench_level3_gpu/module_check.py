@@ -60,6 +60,7 @@ def checked_conv_launches(candidate) -> None:
 
 def record_modules(model, seen: dict, order: list) -> None:
     for name, module in model.named_modules():
+
         def hook(_, args, out, name=name):
             if name not in seen and isinstance(out, torch.Tensor):
                 seen[name] = out.detach().double().clone()

@@ -43,6 +43,14 @@ class Param:
     values: tuple  # legal values, in order (neighbourhoods step through this list)
     default: object
     tile: bool = False  # the work of one program: smaller means more programs, fewer registers
+    # A tl.dot input precision on fp32 (a name ending in "precision"; the precision policy
+    # narrows its values): what PyTorch computes those products in, where not the strategy's
+    # torch_precision.
+    torch_precision: str | None = None
+
+    @property
+    def is_precision(self) -> bool:
+        return self.name.endswith("precision")
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,11 @@ class Strategy:
 
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.params}
+
+    def for_match(self, match: Match) -> Strategy:
+        """The strategy as it applies to `match`: itself, unless some parameters have no effect
+        there (so that the search does not time the same kernel twice)."""
+        return self
 
     def reference_precision(self, match: Match) -> str:
         """What PyTorch computes `match`'s replaced operators in (torch_precision, unless the

@@ -22,9 +22,13 @@ HEADER_IMPORTS = (
     "import triton",
     "import triton.language as tl",
 )
-# common.py's settings that each candidate sets in its header: tl.dot's input precision on fp32
-# and the products' tile plan.
-PRECISION_NAME, TILES_NAME = "KB_DOT_PRECISION", "KB_TILES"
+# common.py's settings that each candidate sets in its header: tl.dot's input precisions on fp32
+# (convolutions apart) and the products' tile plan.
+SETTINGS = {
+    "KB_DOT_PRECISION": "tl.dot's input precision on fp32",
+    "KB_CONV_PRECISION": "the convolutions' tl.dot input precision on fp32",
+    "KB_TILES": "the products' tile plan on a GPU",
+}
 
 
 class LibraryError(ValueError):
@@ -75,7 +79,7 @@ def package_import(stmt, group: str) -> str | None:
 
 def is_setting_assignment(stmt) -> bool:
     return isinstance(stmt, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id in (PRECISION_NAME, TILES_NAME) for t in stmt.targets
+        isinstance(t, ast.Name) and t.id in SETTINGS for t in stmt.targets
     )
 
 
@@ -167,15 +171,19 @@ def groups_for(names, folder: Path = KERNELS) -> list[Group]:
     return ordered
 
 
-def embed(names, precision: str, tiles: str = "base", folder: Path = KERNELS) -> str:
-    """The header (imports, KB_DOT_PRECISION and KB_TILES) and the source of every group that
-    `names` need: standalone candidate code."""
+def embed(names, precision: str, tiles: str = "base", conv_precision: str | None = None,
+          folder: Path = KERNELS) -> str:  # fmt: skip
+    """The header (imports and SETTINGS; the convolutions' precision is `precision` unless
+    `conv_precision` is given) and the source of every group that `names` need: standalone
+    candidate code."""
     chosen = groups_for(names, folder)
     extra = dict.fromkeys(line for g in chosen for line in g.other_imports)
     future = [line for line in extra if line.startswith("from __future__")]
     parts = [*future, *HEADER_IMPORTS, *(line for line in extra if line not in future)]
-    parts += ["", f"{PRECISION_NAME} = {precision!r}  # tl.dot's input precision on fp32",
-              f"{TILES_NAME} = {tiles!r}  # the products' tile plan on a GPU"]
+    values = (precision, conv_precision or precision, tiles)
+    parts.append("")
+    parts += [f"{name} = {value!r}  # {what}"
+              for (name, what), value in zip(SETTINGS.items(), values, strict=True)]  # fmt: skip
     for group in chosen:
         parts += ["", "", f"# hints/model_kernels/{group.name}.py", group.text]
     return "\n".join(parts) + "\n"

@@ -145,7 +145,7 @@ def test_library_embeds_each_group_after_those_it_imports_from(tmp_path):
         tmp_path / "kernels",
         {
             "common": '"""Doc."""\nimport torch\n\nKB_DOT_PRECISION = "ieee"\n'
-            'KB_TILES = "base"\n\n\n'
+            'KB_CONV_PRECISION = "ieee"\nKB_TILES = "base"\n\n\n'
             "def kb_is_tensor(v):\n    return isinstance(v, torch.Tensor)\n",
             "elementwise": "import triton\n\nfrom hints.model_kernels.common import "
             "kb_is_tensor\n\n\ndef kb_add(a, b):  # comment kept\n    return a + b\n",
@@ -160,9 +160,10 @@ def test_library_embeds_each_group_after_those_it_imports_from(tmp_path):
         "elementwise",
         "layout",
     ]
-    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32", "large", folder)
+    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32x3", "large", "tf32", folder)
     assert text.count("import torch\n") == 1 and "from hints" not in text and "Doc." not in text
-    assert "KB_DOT_PRECISION = 'tf32'" in text and 'KB_DOT_PRECISION = "ieee"' not in text
+    assert "KB_DOT_PRECISION = 'tf32x3'" in text and 'KB_DOT_PRECISION = "ieee"' not in text
+    assert "KB_CONV_PRECISION = 'tf32'" in text and 'KB_CONV_PRECISION = "ieee"' not in text
     assert "KB_TILES = 'large'" in text and 'KB_TILES = "base"' not in text
     assert "# comment kept" in text and text.index("def kb_add") < text.index("class KbFlatten")
     with pytest.raises(model_library.LibraryError, match="defines no kb_nothing"):
@@ -188,8 +189,9 @@ def test_recognises_a_model_and_renders_a_standalone_candidate(tmp_path):
                                            "self.fc = nn.Linear(8, 8)")))  # fmt: skip
     found = model.match(target)
     assert found is not None and model.refusal(target) is None
-    source = model.REWRITE.render(found, {"precision": "tf32"})
+    source = model.REWRITE.render(found, {"precision": "tf32", "conv_precision": "tf32x3"})
     assert "KB_DOT_PRECISION = 'tf32'" in source and "from hints" not in source
+    assert "KB_CONV_PRECISION = 'tf32x3'" in source
     assert "class ModelNew(Model):" in source and "kb_model_linear(x, self.fc, kb_relu)" in source
     assert static_check(target, source) is None
 

@@ -4,7 +4,7 @@ convolution in float64: which layer of a model that fails the gate on a GPU is w
 
     python -m engine.benchmarks.conv_layers FILE.py [--device cuda] [--batch N]
 
-One line per convolution and tile plan: its shape, the kernel's normalized error (largest
+One line per convolution, tile plan and precision: its shape, the kernel's normalized error (largest
 absolute error over the reference's largest magnitude) and PyTorch's own fp32 error."""
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         inputs = module.get_inputs()
     if args.batch:
         inputs = [x[: args.batch] if isinstance(x, torch.Tensor) else x for x in inputs]
-    settings = conv.KB_TILES, conv.KB_DOT_PRECISION
+    settings = conv.KB_TILES, conv.KB_CONV_PRECISION
     try:
         for name, layer, x in conv_inputs(model, inputs):
             check_layer(name, layer, x)
     finally:
-        conv.KB_TILES, conv.KB_DOT_PRECISION = settings
+        conv.KB_TILES, conv.KB_CONV_PRECISION = settings
     return 0
 
 
@@ -64,8 +64,8 @@ def check_layer(name: str, layer: nn.Module, x: torch.Tensor) -> None:
         layer.float()
         torch_error = error(layer(x), ref)
         for tiles in ("small", "base", "large"):
-            for precision in ("tf32x3", "ieee"):
-                conv.KB_TILES, conv.KB_DOT_PRECISION = tiles, precision
+            for precision in ("tf32", "tf32x3", "ieee"):
+                conv.KB_TILES, conv.KB_CONV_PRECISION = tiles, precision
                 ours = error(conv.kb_conv_fused(x, layer), ref)
                 print(f"{name}: {type(layer).__name__} {tuple(layer.weight.shape)} on "
                       f"{tuple(x.shape)} {list(x.stride())}, {tiles} {precision}: error "

@@ -48,14 +48,16 @@ class OfflineGenerator:
         self.problem = problem
         self.matches = hints.match_problem(problem)
         tf32_reference = backend != "cpu"
-        # Every applicable strategy, its precision narrowed to the session's policy.
+        # Every applicable strategy as it applies to its match, its precisions narrowed to the
+        # session's policy.
+        policy = problem.precision_policy
         self.applicable = [
-            (within_policy(s, match, problem.precision_policy, tf32_reference), match)
+            (within_policy(s.for_match(match), match, policy, tf32_reference), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
         ]
-        self.coarse = coarse_moves(self.applicable, problem.precision_policy, tf32_reference)
+        self.coarse = coarse_moves(self.applicable, policy, tf32_reference)
 
     def preflight(self) -> None:
         if not self.matches:
@@ -147,14 +149,15 @@ class OfflineGenerator:
 
 def coarse_moves(applicable: list, policy: str, gpu: bool) -> list:
     """The coarse round: every applicable strategy at its defaults; under strict, one whose
-    default is TF32 (PyTorch computes the operator in TF32) in tf32x3 too, which is sure to pass;
-    on a GPU, its gpu_coarse_variants too."""
+    default precisions hold TF32 (PyTorch computes those products in TF32) in tf32x3 there too,
+    which is sure to pass; on a GPU, its gpu_coarse_variants too."""
     moves = []
     for strategy, match in applicable:
         defaults = strategy.defaults()
         moves.append((strategy, match, defaults, f"{strategy.name} at its defaults"))
-        if policy == "strict" and defaults.get("precision") == "tf32":
-            sure = {**defaults, "precision": "tf32x3"}
+        tf32 = [p.name for p in strategy.params if p.is_precision and defaults[p.name] == "tf32"]
+        if policy == "strict" and tf32:
+            sure = {**defaults, **dict.fromkeys(tf32, "tf32x3")}
             moves.append((strategy, match, sure, f"{strategy.name} in tf32x3"))
         for variant in strategy.gpu_coarse_variants if gpu else ():
             changed = ", ".join(f"{name} {value}" for name, value in variant.items())
@@ -163,18 +166,18 @@ def coarse_moves(applicable: list, policy: str, gpu: bool) -> list:
 
 
 def within_policy(strategy: Strategy, match: Match, policy: str, tf32_reference: bool) -> Strategy:
-    """The strategy with its `precision` parameter narrowed to what `policy` allows (and under
-    strict, what PyTorch's own precision for `match` allows where `tf32_reference`)."""
-    allowed = POLICY_INPUT_PRECISIONS[policy]
-    tf32_torch = strategy.reference_precision(match) == "tf32"
-    if policy == "strict" and tf32_torch and tf32_reference:
-        allowed = STRICT_AT_TF32_REFERENCE
-    params = tuple(
-        replace(p, values=tuple(v for v in p.values if v in allowed), default=allowed[0])
-        if p.name == "precision"
-        else p
-        for p in strategy.params
-    )
+    """The strategy with each precision parameter narrowed to what `policy` allows (and under
+    strict, what PyTorch's own precision for those products allows where `tf32_reference`)."""
+
+    def narrowed(param):
+        allowed = POLICY_INPUT_PRECISIONS[policy]
+        torch_precision = param.torch_precision or strategy.reference_precision(match)
+        if policy == "strict" and torch_precision == "tf32" and tf32_reference:
+            allowed = STRICT_AT_TF32_REFERENCE
+        return replace(param, values=tuple(v for v in param.values if v in allowed),
+                       default=allowed[0])  # fmt: skip
+
+    params = tuple(narrowed(p) if p.is_precision else p for p in strategy.params)
     return replace(strategy, params=params)
 
 

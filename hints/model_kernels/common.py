@@ -1,11 +1,14 @@
-"""What every group of the kernel library shares: the precision of tl.dot on fp32 operands and the
-products' tile plan (the renderer sets both per candidate), the test for "an operand is a tensor"
+"""What every group of the kernel library shares: the precisions of tl.dot on fp32 operands and the
+products' tile plan (the renderer sets them per candidate), the test for "an operand is a tensor"
 and the interpreter's tiles."""
 
 import torch
 
 # "ieee" (fp32), "tf32x3" or "tf32": pass it to tl.dot as its input_precision (a tl.constexpr).
 KB_DOT_PRECISION = "ieee"
+# The same for convolutions, apart: at its defaults PyTorch computes matmuls in fp32 but
+# convolutions in TF32 (cuDNN), so a strict search may take TF32 for the convolutions alone.
+KB_CONV_PRECISION = "ieee"
 # "small", "base" or "large": the GPU tiles of the products (convolutions, matmuls, recurrent
 # steps); the renderer sets it per candidate, so that the search can time the same model at
 # several tile plans.

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from hints.model_kernels.common import (
-    KB_DOT_PRECISION,
+    KB_CONV_PRECISION,
     KB_INTERPRETER_TILE,
     KB_TILES,
     kb_interpreted,
@@ -53,6 +53,15 @@ def _conv_activation(y, ACT: tl.constexpr):
         t = (1.0 - e) / (1.0 + e)
         y = tl.where(y < 0, -t, t)
     return y
+
+
+@triton.jit
+def _conv_round_to_tf32(x):
+    """fp32 x rounded to TF32's 10 mantissa bits, to nearest (ties away from zero): the sign
+    apart, a float's bits order its magnitude, so half an ulp added and 13 bits cleared round it."""
+    if x.dtype == tl.float32:
+        x = ((x.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
+    return x
 
 
 @triton.jit
@@ -132,6 +141,8 @@ def _conv_kernel(
         b_at = tl.where(b_ok, w_tap[:, None] + co[None, :] * swo, 0)
         b = tl.load(w_base + b_at, mask=b_ok, other=0.0)
         if DOT:
+            if PRECISION == "tf32":  # to nearest, as cuDNN's TF32 (the tensor cores truncate)
+                a, b = _conv_round_to_tf32(a), _conv_round_to_tf32(b)
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
         else:
             acc += tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
@@ -366,7 +377,7 @@ def _conv_launch(
         *kernel3, *stride3, *(0,) * fill + padding, *dilation3, *phase, *taps,
         TRANSPOSED=transposed, HAS_BIAS=bias is not None, HAS_SCALE=scale is not None,
         HAS_SHIFT=shift is not None, HAS_RES=residual is not None, ACT=act,
-        DOT=cout_g >= _conv_MIN_DOT_CHANNELS, PRECISION=KB_DOT_PRECISION, BLOCK_P=block_p,
+        DOT=cout_g >= _conv_MIN_DOT_CHANNELS, PRECISION=KB_CONV_PRECISION, BLOCK_P=block_p,
         BLOCK_CO=block_co, BLOCK_K=block_k, num_warps=warps, num_stages=stages,
     )  # fmt: skip
     return out[0] if unbatched else out

@@ -3,7 +3,7 @@ and conv2, 576; 17_SqueezeNetFireModule's expand3x3, 54) through builds of the l
 kernel: the tree's ("tree": masked-off lanes load at offset 0, products of several taps
 unpipelined), that one pipelined as Triton's default ("pipelined", session 51's "fixed"), and
 that one with the offsets as computed ("orig"); at each tile plan and precision, the normalized
-error against float64 and the time of one call.
+error against float64 and the time of one call (tf32, tf32x3 and ieee), beside PyTorch's.
 
     python docs/results/kernelbench_level3_gpu/conv_variants.py [tree] [pipelined] [orig]"""
 
@@ -62,13 +62,15 @@ def main(names: list[str]) -> None:
             ref = F.conv2d(x.double(), layer.weight.double(), None, 1, 1)
             for name, conv in variants.items():
                 for tiles in ("small", "base", "large"):
-                    for precision in ("tf32x3", "ieee"):
-                        conv.KB_TILES, conv.KB_DOT_PRECISION = tiles, precision
+                    for precision in ("tf32", "tf32x3", "ieee"):
+                        conv.KB_TILES, conv.KB_CONV_PRECISION = tiles, precision
                         out = conv.kb_conv_fused(x, layer)
                         ms = triton.testing.do_bench(partial(conv.kb_conv_fused, x, layer), rep=20)
                         print(f"{label} {name} {tiles} {precision}: error "
                               f"{error(out, ref):.3g}, {ms:.3f} ms", flush=True)  # fmt: skip
-            print(f"{label} PyTorch: {triton.testing.do_bench(partial(layer, x), rep=20):.3f} ms")
+            torch_error = error(layer(x), ref)  # cuDNN's TF32 at PyTorch's defaults
+            ms = triton.testing.do_bench(partial(layer, x), rep=20)
+            print(f"{label} PyTorch: error {torch_error:.3g}, {ms:.3f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ def conv_then(tmp_path: Path, init: str, forward: str):
 
 
 def first_proposal(problem):
+    """The first proposal of a search on the cpu, whose gate checks it here."""
     request = GenerationRequest(problem, "coarse", 0, random.Random(0))
-    return OfflineGenerator(problem).propose(request).proposals[0]
+    return OfflineGenerator(problem, backend="cpu").propose(request).proposals[0]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION
+from hints.model_kernels.common import (
+    KB_DOT_PRECISION,
+    kb_broadcast_shapes,
+    kb_cdiv,
+    kb_next_power_of_2,
+)
 from hints.model_kernels.elementwise import kb_add
 from hints.model_kernels.matmul import _matmul_as_4d, kb_linear, kb_linear_act
 from hints.model_kernels.reductions import kb_layer_norm
@@ -165,10 +170,10 @@ def _attention_mask_mode(mask, hides_true):
 
 def _attention_config(L, S, E):
     """Tiles and launch settings: tiles of >= 16 (tl.dot's least), whole heads in BLOCK_D."""
-    block_d = max(16, triton.next_power_of_2(E))
+    block_d = max(16, kb_next_power_of_2(E))
     return {
-        "BLOCK_M": min(64, max(16, triton.next_power_of_2(L))),
-        "BLOCK_N": min(64 if block_d <= 64 else 32, max(16, triton.next_power_of_2(S))),
+        "BLOCK_M": min(64, max(16, kb_next_power_of_2(L))),
+        "BLOCK_N": min(64 if block_d <= 64 else 32, max(16, kb_next_power_of_2(S))),
         "BLOCK_D": block_d,
         "num_warps": 4,
         "num_stages": 2,
@@ -185,12 +190,12 @@ def _attention_flash(q, k, v, out, scale, causal, mask=None, pad=None, modes=("n
     batch = q.shape[0] * q.shape[1]
     if out.numel() == 0:
         return out
-    _attention_flash_kernel[(batch * triton.cdiv(L, config["BLOCK_M"]),)](
+    _attention_flash_kernel[(batch * kb_cdiv(L, config["BLOCK_M"]),)](
         q, k, v, out, lse if lse is not None else out, mask_4d, pad_4d, L, S, E, EV, q.shape[1],
         scale * _attention_LOG2E, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         *mask_4d.stride(), *pad_4d.stride(), CAUSAL=causal, MASK=modes[0], PAD=modes[1],
         STORE_LSE=lse is not None, PRECISION=KB_DOT_PRECISION,
-        BLOCK_DV=max(16, triton.next_power_of_2(EV)), **config,
+        BLOCK_DV=max(16, kb_next_power_of_2(EV)), **config,
     )  # fmt: skip
     return out
 
@@ -204,7 +209,7 @@ def _attention_weights(q, k, lse, scale, mask, pad, modes, average):
     weights = torch.empty(shape, device=q.device, dtype=q.dtype)
     flat = weights.view(-1, L, S)
     mask_4d, pad_4d = (m if m is not None else q for m in (mask, pad))
-    grid = (flat.shape[0] * triton.cdiv(L, config["BLOCK_M"]) * triton.cdiv(S, config["BLOCK_N"]),)
+    grid = (flat.shape[0] * kb_cdiv(L, config["BLOCK_M"]) * kb_cdiv(S, config["BLOCK_N"]),)
     _attention_weights_kernel[grid](
         q, k, lse, mask_4d, pad_4d, flat, L, S, E, heads, scale * _attention_LOG2E,
         *q.stride(), *k.stride(), *mask_4d.stride(), *pad_4d.stride(), *flat.stride(),
@@ -225,7 +230,7 @@ def kb_scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p
     if is_causal and attn_mask is not None:
         raise RuntimeError("scaled_dot_product_attention: attn_mask and is_causal both given")
     (L, E), S, EV = query.shape[-2:], key.shape[-2], value.shape[-1]
-    batch = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    batch = kb_broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     out = torch.empty((*batch, L, EV), device=query.device, dtype=query.dtype)
     q, k, v = (_matmul_as_4d(t.expand(*batch, *t.shape[-2:])) for t in (query, key, value))
     mask = _matmul_as_4d(attn_mask.expand(*batch, L, S)) if attn_mask is not None else None

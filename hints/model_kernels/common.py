@@ -19,6 +19,32 @@ def kb_is_tensor(value) -> bool:
     return isinstance(value, torch.Tensor)
 
 
+# triton.cdiv and triton.next_power_of_2 as plain functions: Triton's are constexpr functions,
+# whose calls from Python cost 4-6 us each, and a launcher makes several.
+def kb_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kb_next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def kb_broadcast_shapes(*shapes) -> torch.Size:
+    """torch.broadcast_shapes, in plain Python: torch's goes through its symbolic-shape
+    reference code, 50-70 us a call."""
+    rank = max((len(shape) for shape in shapes), default=0)
+    result = [1] * rank
+    for shape in shapes:
+        for i, size in enumerate(shape, rank - len(shape)):
+            if size != 1 and result[i] not in (1, size):
+                raise RuntimeError(
+                    f"Shape mismatch: objects cannot be broadcast to a single shape: "
+                    f"{', '.join(str(tuple(s)) for s in shapes)}"
+                )
+            result[i] = size if size != 1 else result[i]
+    return torch.Size(result)
+
+
 # Triton's CPU interpreter (the kernels run on cpu tensors there) pays per operation, not per
 # element: a launcher there gives each program a tile of up to this many elements, where a GPU
 # gets the launcher's usual tile. One 2x64x224x224 max pool took 33.5 s at the GPU's tiles.

@@ -12,7 +12,9 @@ from hints.model_kernels.common import (
     KB_CONV_PRECISION,
     KB_INTERPRETER_TILE,
     KB_TILES,
+    kb_cdiv,
     kb_interpreted,
+    kb_next_power_of_2,
 )
 
 _conv_ACTIVATIONS = ("none", "relu", "relu6", "sigmoid", "silu", "gelu", "tanh")
@@ -263,16 +265,16 @@ def _conv_tiles(cout_g, k_total, positions, interpreted):
     group, a reduction of k_total and `positions` outputs a phase, on a GPU or in the
     interpreter."""
     if cout_g < _conv_MIN_DOT_CHANNELS:  # a transposed convolution's few channels a group
-        return _conv_BLOCK_P, triton.next_power_of_2(cout_g), _conv_FMA_BLOCK_K, 4
+        return _conv_BLOCK_P, kb_next_power_of_2(cout_g), _conv_FMA_BLOCK_K, 4
     block_p, widest_co, warps = _conv_GPU_TILES[KB_TILES]
     if interpreted:
         widest_co = _conv_INTERPRETER_MAX_BLOCK_CO
-    block_co = min(max(triton.next_power_of_2(cout_g), 16), widest_co)
+    block_co = min(max(kb_next_power_of_2(cout_g), 16), widest_co)
     if not interpreted:
         return block_p, block_co, _conv_DOT_BLOCK_K, warps
-    block_k = min(max(triton.next_power_of_2(k_total), 16), _conv_INTERPRETER_BLOCK_K)
+    block_k = min(max(kb_next_power_of_2(k_total), 16), _conv_INTERPRETER_BLOCK_K)
     widest = max(_conv_BLOCK_P, KB_INTERPRETER_TILE // max(block_k, block_co))
-    return min(max(triton.next_power_of_2(positions), 16), widest), block_co, block_k, 4
+    return min(max(kb_next_power_of_2(positions), 16), widest), block_co, block_k, 4
 
 
 def _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, epilogue):
@@ -281,12 +283,12 @@ def _conv_direct_launch(x3, w3, out3, cin_g, cout_g, geometry, epilogue):
     the residual of out3's shape."""
     bias, scale, shift, residual, act = epilogue
     total, k_total = out3.numel(), cin_g * w3.shape[2] * w3.shape[3] * w3.shape[4]
-    block_k = min(triton.next_power_of_2(k_total), _conv_FMA_BLOCK_K)
+    block_k = min(kb_next_power_of_2(k_total), _conv_FMA_BLOCK_K)
     block_o = _conv_DIRECT_BLOCK_O[KB_TILES]
     if kb_interpreted(x3):
-        block_k = min(triton.next_power_of_2(k_total), _conv_INTERPRETER_BLOCK_K)
-        block_o = min(triton.next_power_of_2(total), KB_INTERPRETER_TILE // block_k)
-    _conv_direct_kernel[(triton.cdiv(total, block_o),)](
+        block_k = min(kb_next_power_of_2(k_total), _conv_INTERPRETER_BLOCK_K)
+        block_o = min(kb_next_power_of_2(total), KB_INTERPRETER_TILE // block_k)
+    _conv_direct_kernel[(kb_cdiv(total, block_o),)](
         x3, w3, x3 if bias is None else bias, x3 if scale is None else scale,
         x3 if shift is None else shift, x3 if residual is None else residual, out3,
         out3.shape[0] * out3.shape[1], *x3.shape[2:], *out3.shape[2:], cin_g, cout_g,
@@ -365,8 +367,8 @@ def _conv_launch(
     # ieee even with the offsets above) and ran 1.3-3x slower (docs/results/, level 3 GPU).
     stages = 1 if taps[0] * taps[1] * taps[2] > 1 else 3
     grid = (
-        n * groups * phase[0] * phase[1] * phase[2] * triton.cdiv(positions, block_p),
-        triton.cdiv(cout_g, block_co),
+        n * groups * phase[0] * phase[1] * phase[2] * kb_cdiv(positions, block_p),
+        kb_cdiv(cout_g, block_co),
     )
     _conv_kernel[grid](
         x3, w3, x if bias is None else bias, x if scale is None else scale,

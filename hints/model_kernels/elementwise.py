@@ -10,7 +10,14 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
+from hints.model_kernels.common import (
+    KB_INTERPRETER_TILE,
+    kb_broadcast_shapes,
+    kb_cdiv,
+    kb_interpreted,
+    kb_is_tensor,
+    kb_next_power_of_2,
+)
 
 # Elements per program: 4 warps of 32 threads, 8 elements each.
 _ELEMENTWISE_BLOCK = 1024
@@ -327,8 +334,8 @@ def _elementwise_launch(op, out, operands, compute, p0=0, p1=0):
     (x, _), (y, _), (z, _) = views
     block = _ELEMENTWISE_BLOCK
     if kb_interpreted(out):
-        block = min(triton.next_power_of_2(n), KB_INTERPRETER_TILE)
-    _elementwise_kernel[(triton.cdiv(n, block),)](
+        block = min(kb_next_power_of_2(n), KB_INTERPRETER_TILE)
+    _elementwise_kernel[(kb_cdiv(n, block),)](
         out, x, y, z, p0, p1, n, dims, *strides,
         OP=op, ARITY=len(operands), X_SCALAR=not kb_is_tensor(x), Y_SCALAR=not kb_is_tensor(y),
         Z_SCALAR=not kb_is_tensor(z), COMPUTE=compute,
@@ -347,7 +354,7 @@ def _elementwise_result_type(a, b) -> torch.dtype:
 def _elementwise_new(operands, dtype):
     """An empty contiguous result in the broadcast shape of the tensor operands."""
     tensors = [t for t in operands if kb_is_tensor(t)]
-    shape = torch.broadcast_shapes(*(t.shape for t in tensors))
+    shape = kb_broadcast_shapes(*(t.shape for t in tensors))
     return torch.empty(shape, dtype=dtype, device=tensors[0].device)
 
 

@@ -9,7 +9,13 @@ import torch
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
+from hints.model_kernels.common import (
+    KB_INTERPRETER_TILE,
+    kb_cdiv,
+    kb_interpreted,
+    kb_is_tensor,
+    kb_next_power_of_2,
+)
 from hints.model_kernels.elementwise import _elementwise_compute_dtype, _elementwise_launch
 
 _LAYOUT_TAKE_BLOCK = 1024  # elements of the result per program of the row gather
@@ -91,8 +97,8 @@ def _layout_take_rows(x, index):
         return out
     block = _LAYOUT_TAKE_BLOCK
     if kb_interpreted(x):
-        block = min(triton.next_power_of_2(total), KB_INTERPRETER_TILE)
-    _layout_take_rows_kernel[(triton.cdiv(total, block),)](
+        block = min(kb_next_power_of_2(total), KB_INTERPRETER_TILE)
+    _layout_take_rows_kernel[(kb_cdiv(total, block),)](
         source, index.reshape(-1), out, total, rows, source.shape[1], *source.stride(),
         BLOCK=block,
     )  # fmt: skip
@@ -166,7 +172,7 @@ def _layout_triangle(x, diagonal, lower):
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if out.numel() == 0:
         return out
-    tiles = triton.cdiv(rows, _LAYOUT_TRIANGLE_ROWS) * triton.cdiv(cols, _LAYOUT_TRIANGLE_COLS)
+    tiles = kb_cdiv(rows, _LAYOUT_TRIANGLE_ROWS) * kb_cdiv(cols, _LAYOUT_TRIANGLE_COLS)
     _layout_triangle_kernel[(matrices.shape[0] * tiles,)](
         matrices, out, rows, cols, *matrices.stride(), diagonal,
         LOWER=lower, BLOCK_R=_LAYOUT_TRIANGLE_ROWS, BLOCK_C=_LAYOUT_TRIANGLE_COLS,

@@ -8,7 +8,15 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION, KB_TILES, kb_interpreted, kb_is_tensor
+from hints.model_kernels.common import (
+    KB_DOT_PRECISION,
+    KB_TILES,
+    kb_broadcast_shapes,
+    kb_cdiv,
+    kb_interpreted,
+    kb_is_tensor,
+    kb_next_power_of_2,
+)
 from hints.model_kernels.elementwise import kb_mul
 from hints.model_kernels.reductions import kb_sum
 
@@ -101,12 +109,12 @@ def _matmul_config(M, N, K, interpreted):
     step lost accuracy (KernelBench's MLP: normalized error 1.6e-7 at 32, 2.7e-7 at 128, 3.7e-7
     at 512, past its tolerance of 3.5e-7), so the depth stays."""
     widest_m, widest_n = (256, 256) if interpreted else _matmul_GPU_TILES[KB_TILES]
-    block_m = min(widest_m, max(16, triton.next_power_of_2(M)))
-    block_n = min(widest_n, max(16, triton.next_power_of_2(N)))
+    block_m = min(widest_m, max(16, kb_next_power_of_2(M)))
+    block_n = min(widest_n, max(16, kb_next_power_of_2(N)))
     return {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
-        "BLOCK_K": min(32, max(16, triton.next_power_of_2(K))),
+        "BLOCK_K": min(32, max(16, kb_next_power_of_2(K))),
         "num_warps": 8 if block_m * block_n >= 128 * 128 else 4,
         "num_stages": 3,
     }
@@ -125,7 +133,7 @@ def _matmul_launch(a, b, out, bias, alpha, beta, act):
     d4 = _matmul_as_4d(bias.expand(out.shape)) if has_bias else c4
     config = _matmul_config(M, N, K, kb_interpreted(out))
     batch = c4.shape[0] * c4.shape[1]
-    grid = (batch * triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
+    grid = (batch * kb_cdiv(M, config["BLOCK_M"]) * kb_cdiv(N, config["BLOCK_N"]),)
     _matmul_kernel[grid](
         a4, b4, d4, c4, M, N, K, c4.shape[1], float(alpha), float(beta),
         *a4.stride(), *b4.stride(), *d4.stride(), *c4.stride(),
@@ -149,7 +157,7 @@ def _matmul_product(a, b, bias=None, alpha=1, beta=1, act="none"):
     (M, K), N = a.shape[-2:], b.shape[-1]
     if b.shape[-2] != K:
         raise RuntimeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not multiply")
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = kb_broadcast_shapes(a.shape[:-2], b.shape[:-2])
     out = torch.empty((*batch, M, N), device=a.device, dtype=a.dtype)
     if bias is not None:
         bias = bias.expand(out.shape)

@@ -8,7 +8,12 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted
+from hints.model_kernels.common import (
+    KB_INTERPRETER_TILE,
+    kb_cdiv,
+    kb_interpreted,
+    kb_next_power_of_2,
+)
 
 _pooling_TILE = 2048  # elements of the [outputs x window] tile a program reduces at a time
 _pooling_MAX_BLOCK_R = 1024  # window elements per step
@@ -133,9 +138,9 @@ def _pooling_launch(x, nd, out_size, geometry, indices=False, **flags):
     tile, max_r = _pooling_TILE, _pooling_MAX_BLOCK_R
     if kb_interpreted(x):
         tile = max_r = KB_INTERPRETER_TILE
-    block_r = min(triton.next_power_of_2(window[0] * window[1] * window[2]), max_r)
-    block_o = min(triton.next_power_of_2(out.numel()), max(1, tile // block_r))
-    _pooling_kernel[(triton.cdiv(out.numel(), block_o),)](
+    block_r = min(kb_next_power_of_2(window[0] * window[1] * window[2]), max_r)
+    block_o = min(kb_next_power_of_2(out.numel()), max(1, tile // block_r))
+    _pooling_kernel[(kb_cdiv(out.numel(), block_o),)](
         x3, out, idx, n * c, c, *x3.shape[2:], *(1,) * fill + tuple(out_size), *x3.stride(),
         *window, *stride, *padding, *dilation, INDICES=indices, BLOCK_O=block_o,
         BLOCK_R=block_r, **flags,

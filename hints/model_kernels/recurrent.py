@@ -9,7 +9,13 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_DOT_PRECISION, KB_TILES, kb_interpreted
+from hints.model_kernels.common import (
+    KB_DOT_PRECISION,
+    KB_TILES,
+    kb_cdiv,
+    kb_interpreted,
+    kb_next_power_of_2,
+)
 from hints.model_kernels.elementwise import _elementwise_tanh
 
 # Gate rows per hidden unit in W_ih / W_hh, by nn.RNNBase.mode.
@@ -172,7 +178,7 @@ def _recurrent_sequence_kernel(
 
 def _recurrent_block(size: int, largest: int) -> int:
     """A power-of-two tile edge for `size`: at least 16 (tl.dot's least), at most `largest`."""
-    return min(largest, max(16, triton.next_power_of_2(size)))
+    return min(largest, max(16, kb_next_power_of_2(size)))
 
 
 def _recurrent_check_supported(module: nn.RNNBase, input) -> None:
@@ -233,7 +239,7 @@ def _recurrent_project(x, params: dict, folded_hh: int, directions: int):
     biases = params["bias_ih"] + params["bias_hh"] if params["bias_ih"] else (w_fwd,) * 4
     block_m = _recurrent_block(M, _recurrent_PROJECTION_TILE)
     block_n = _recurrent_block(N, _recurrent_PROJECTION_TILE)
-    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n), directions)
+    grid = (kb_cdiv(M, block_m), kb_cdiv(N, block_n), directions)
     _recurrent_input_projection_kernel[grid](
         x, x.stride(0), x.stride(1), x.stride(2), w_fwd, w_bwd, *biases,
         gx, M, B, N, K, folded_hh,
@@ -265,7 +271,7 @@ def _recurrent_run_layer(module, x, out, params: dict, h0, hn, c0, cn) -> None:
     c0, cn = (c0, cn) if cn is not None else (hn, hn)
     c_work = gx.new_empty((2, directions, B, H) if module.mode == "LSTM" else (1,))
     block_b, block_h, block_k, warps = _recurrent_sequence_tiles(B, H, kb_interpreted(x))
-    _recurrent_sequence_kernel[(triton.cdiv(B, block_b), directions)](
+    _recurrent_sequence_kernel[(kb_cdiv(B, block_b), directions)](
         gx, gates * H, *params["weight_hh"], *b_hh,
         out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, T, B, H,
         MODE=_recurrent_MODE[module.mode], HAS_BIAS=module.bias,

@@ -10,7 +10,13 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-from hints.model_kernels.common import KB_INTERPRETER_TILE, kb_interpreted, kb_is_tensor
+from hints.model_kernels.common import (
+    KB_INTERPRETER_TILE,
+    kb_cdiv,
+    kb_interpreted,
+    kb_is_tensor,
+    kb_next_power_of_2,
+)
 
 _reductions_TILE = 4096  # elements of the [rows x chunk] tile a program holds at a time
 _reductions_MAX_ROWS = 256  # rows of a tile whose rows, not its chunk, are adjacent in memory
@@ -496,10 +502,10 @@ def _reductions_tiles(M, R2, x_strides, interpreted):
         tile = max_rows = KB_INTERPRETER_TILE
     rows_adjacent = x_strides[3] != 1 and x_strides[1] == 1 and R2 > 1
     if rows_adjacent:
-        block_m = min(triton.next_power_of_2(M), max_rows, tile)
-        return block_m, min(triton.next_power_of_2(R2), max(1, tile // block_m))
-    block_r = min(triton.next_power_of_2(R2), tile)
-    return min(triton.next_power_of_2(M), max(1, tile // block_r)), block_r
+        block_m = min(kb_next_power_of_2(M), max_rows, tile)
+        return block_m, min(kb_next_power_of_2(R2), max(1, tile // block_m))
+    block_r = min(kb_next_power_of_2(R2), tile)
+    return min(kb_next_power_of_2(M), max(1, tile // block_r)), block_r
 
 
 def _reductions_warps(block_m, block_r):
@@ -510,7 +516,7 @@ def _reductions_launch(kernel, x, pointers, sizes, x_strides, *args, **constants
     """kernel over blocks of the M1 * M2 rows: (x, *pointers, M, M2, R1, R2, x's strides, *args)."""
     M1, M2, R1, R2 = sizes
     block_m, block_r = _reductions_tiles(M1 * M2, R2, x_strides, kb_interpreted(x))
-    grid = (triton.cdiv(M1 * M2, block_m),)
+    grid = (kb_cdiv(M1 * M2, block_m),)
     kernel[grid](x, *pointers, M1 * M2, M2, R1, R2, *x_strides, *args, **constants,
                  BLOCK_M=block_m, BLOCK_R=block_r,
                  num_warps=_reductions_warps(block_m, block_r))  # fmt: skip
@@ -531,9 +537,9 @@ def _reductions_chunks_per_split(row_blocks, chunks, interpreted):
     too few programs to fill the GPU; then the chunks split over several (a split reduction)."""
     if interpreted:
         return chunks
-    splits = min(triton.cdiv(_reductions_PROGRAMS, row_blocks), _reductions_MAX_SPLITS,
+    splits = min(kb_cdiv(_reductions_PROGRAMS, row_blocks), _reductions_MAX_SPLITS,
                  chunks // _reductions_SPLIT_CHUNKS)  # fmt: skip
-    return triton.cdiv(chunks, max(splits, 1))
+    return kb_cdiv(chunks, max(splits, 1))
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -547,9 +553,9 @@ def _reductions_reduce_into(x, reduced, out, out_strides, op, acc, aux=None, sca
     M = M1 * M2
     interpreted = kb_interpreted(x)
     block_m, block_r = _reductions_tiles(M, R2, xs, interpreted)
-    chunks = R1 * triton.cdiv(R2, block_r)
-    per_split = _reductions_chunks_per_split(triton.cdiv(M, block_m), chunks, interpreted)
-    splits = triton.cdiv(chunks, per_split)
+    chunks = R1 * kb_cdiv(R2, block_r)
+    per_split = _reductions_chunks_per_split(kb_cdiv(M, block_m), chunks, interpreted)
+    splits = kb_cdiv(chunks, per_split)
     parts = part_index = out
     if splits > 1:
         parts = torch.empty((3 if op == "var" else 1, splits, M), dtype=acc, device=x.device)
@@ -557,15 +563,15 @@ def _reductions_reduce_into(x, reduced, out, out_strides, op, acc, aux=None, sca
     aux = out if aux is None else aux
     constants = dict(OP=op, SCALE=scale is not None, ROOT=root, AUX=aux is not out)
     scale = 1.0 if scale is None else scale
-    _reductions_reduce_kernel[(triton.cdiv(M, block_m), splits)](
+    _reductions_reduce_kernel[(kb_cdiv(M, block_m), splits)](
         x, out, aux, parts, part_index, M, M2, R1, R2, *xs, *os[:2], scale, per_split,
         ACC=_reductions_TL[acc], SPLIT=splits > 1, BLOCK_M=block_m, BLOCK_R=block_r,
         num_warps=_reductions_warps(block_m, block_r), **constants,
     )  # fmt: skip
     if splits > 1:
-        block_s = triton.next_power_of_2(splits)
-        block_m = min(triton.next_power_of_2(M), max(1, _reductions_TILE // block_s))
-        _reductions_combine_kernel[(triton.cdiv(M, block_m),)](
+        block_s = kb_next_power_of_2(splits)
+        block_m = min(kb_next_power_of_2(M), max(1, _reductions_TILE // block_s))
+        _reductions_combine_kernel[(kb_cdiv(M, block_m),)](
             parts, part_index, out, aux, M, M2, splits, *os[:2], scale, BLOCK_M=block_m,
             BLOCK_S=block_s, **constants,
         )  # fmt: skip
@@ -788,7 +794,7 @@ def _reductions_update_running(stats, running_mean, running_var, instances, coun
         stats, running_mean, running_var, stats if batches is None else batches, channels,
         instances, 0.0 if momentum is None else momentum, count / max(count - 1, 1),
         COUNT=batches is not None, CUMULATIVE=momentum is None,
-        BLOCK=min(triton.next_power_of_2(channels), 1024),
+        BLOCK=min(kb_next_power_of_2(channels), 1024),
     )  # fmt: skip
 
 
@@ -876,8 +882,8 @@ def kb_batch_norm_scale_shift(bn_module):
     scale = torch.empty(channels, dtype=torch.float32, device=mean.device)
     shift = torch.empty(channels, dtype=torch.float32, device=mean.device)
     weight, bias = bn_module.weight, bn_module.bias
-    block = min(triton.next_power_of_2(channels), 1024)
-    _reductions_scale_shift_kernel[(triton.cdiv(channels, block),)](
+    block = min(kb_next_power_of_2(channels), 1024)
+    _reductions_scale_shift_kernel[(kb_cdiv(channels, block),)](
         mean, var, mean if weight is None else weight, mean if bias is None else bias, scale,
         shift, channels, bn_module.eps, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
         BLOCK=block,

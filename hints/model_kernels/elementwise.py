@@ -3,6 +3,7 @@ one kernel: operands are read through their own strides (broadcast ones through 
 view's zero strides, never materialised), Python scalars are kernel scalars, and the result is
 written through the output's strides (contiguous, or a view being assigned to)."""
 
+import functools
 import math
 
 import torch
@@ -318,6 +319,17 @@ def _elementwise_collapse(shape, strides):
     return tuple(size for size, _ in dims), per_operand
 
 
+@functools.lru_cache(maxsize=1024)
+def _elementwise_plan(shape, strides):
+    """_elementwise_collapse's (shape, strides per operand) and the farthest offset an operand
+    reaches: a model calls its launchers with the same layouts every time, so this is kept."""
+    dims, per_operand = _elementwise_collapse(shape, strides)
+    extent = max(
+        sum((size - 1) * abs(step) for size, step in zip(dims, s, strict=True)) for s in per_operand
+    )
+    return dims, tuple(per_operand), extent
+
+
 def _elementwise_launch(op, out, operands, compute, p0=0, p1=0):
     """Write op(*operands) into `out` (any strides) elementwise, computing in `compute`; each
     operand broadcasts to out's shape (see _elementwise_view). Returns out."""
@@ -327,10 +339,7 @@ def _elementwise_launch(op, out, operands, compute, p0=0, p1=0):
     shape = tuple(out.shape)
     views = [_elementwise_view(operand, shape) for operand in operands]
     views += [(0, (0,) * len(shape))] * (3 - len(views))
-    dims, strides = _elementwise_collapse(shape, [out.stride(), *(s for _, s in views)])
-    extent = max(
-        sum((size - 1) * abs(step) for size, step in zip(dims, s, strict=True)) for s in strides
-    )
+    dims, strides, extent = _elementwise_plan(shape, (out.stride(), *(s for _, s in views)))
     (x, _), (y, _), (z, _) = views
     block = _ELEMENTWISE_BLOCK
     if kb_interpreted(out):

@@ -237,30 +237,21 @@ def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision(
     assert spilling[0].params["tiles"] == "small" and "smaller tiles" in spilling[0].note
 
 
-def test_on_a_gpu_a_whole_models_first_round_holds_the_small_tile_plan_too():
-    """A tile plan that the GPU's compiler gets wrong must not end the search at its first
-    candidate: on a GPU the coarse round proposes the small plan beside the default. The
-    interpreter runs every plan alike, so on the cpu it proposes the default alone."""
-    problem = load_problem(str(TESTS / "problems_kernelbench" / "level3" / "8_ResNetBasicBlock.py"))
-    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
-    on_gpu = OfflineGenerator(problem, backend="cuda").propose(request).proposals
-    assert [p.params["tiles"] for p in on_gpu] == ["base", "base", "small"]
-    assert {p.params["precision"] for p in on_gpu} == {"tf32x3"}
-    assert "KB_TILES = 'small'" in on_gpu[2].source
-    assert len(OfflineGenerator(problem, backend="cpu").propose(request).proposals) == 1
-
-
-def test_a_models_convolutions_take_tf32_under_strict_on_a_gpu_as_pytorchs_do():
-    """At its defaults PyTorch computes convolutions in TF32 (cuDNN) and matmuls in fp32: under
-    strict on a GPU a model's first round has its convolutions in TF32, and in tf32x3 beside
-    (sure to pass), its other products in tf32x3 throughout; the interpreter's reference is fp32,
-    so on the cpu no TF32 at all. A model without convolutions has no such parameter."""
+def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
+    """On a GPU under strict a model's convolutions start in TF32, as PyTorch's (cuDNN's) do, with
+    tf32x3 beside (sure to pass) and its other products in tf32x3 throughout; and a tile plan that
+    the GPU's compiler gets wrong must not end the search at its first candidate, so the small
+    plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
+    the default alone, without TF32. A model without convolutions has no conv_precision."""
     level3 = TESTS / "problems_kernelbench" / "level3"
     resnet = load_problem(str(level3 / "8_ResNetBasicBlock.py"))
     request = GenerationRequest(resnet, "coarse", 0, random.Random(0))
     on_gpu = OfflineGenerator(resnet, backend="cuda").propose(request).proposals
-    assert [p.params["conv_precision"] for p in on_gpu] == ["tf32", "tf32x3", "tf32"]
+    assert [(p.params["conv_precision"], p.params["tiles"]) for p in on_gpu] == [
+        ("tf32", "base"), ("tf32x3", "base"), ("tf32", "small")]  # fmt: skip
+    assert {p.params["precision"] for p in on_gpu} == {"tf32x3"}
     assert "KB_CONV_PRECISION = 'tf32'" in on_gpu[0].source
+    assert "KB_TILES = 'small'" in on_gpu[2].source
     assert infer_precision(on_gpu[0].source) == "tf32"  # named in the results
     assert infer_precision(on_gpu[1].source) == "tf32x3"
     (on_cpu,) = OfflineGenerator(resnet, backend="cpu").propose(request).proposals
@@ -270,5 +261,3 @@ def test_a_models_convolutions_take_tf32_under_strict_on_a_gpu_as_pytorchs_do():
     proposals = OfflineGenerator(mlp, backend="cuda").propose(request).proposals
     assert [p.params["tiles"] for p in proposals] == ["base", "small"]
     assert all("conv_precision" not in p.params for p in proposals)
-
-

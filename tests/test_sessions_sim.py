@@ -14,7 +14,9 @@ from cli import CLI, kernelbrain
 from engine.session.store import Store
 from engine.session_files import SessionPaths, read_events, read_snapshot, send_command
 
-VOLATILE = {"wall_seconds", "updated_at", "issued_at", "applied_at", "ts", "engine_pid", "session"}
+# wall-clock readings and what derives from them (idle: wall less busy; paused: wall stood still)
+CLOCK = {"wall_seconds", "idle_seconds", "paused_seconds"}
+VOLATILE = CLOCK | {"updated_at", "issued_at", "applied_at", "ts", "engine_pid", "session"}
 
 
 def kb(*args, sessions, check=True):

@@ -46,6 +46,7 @@ FAMILY_HELPERS = {
     "stages": "staged",
     "model_kernels": "model",
     "model_library": "model",
+    "model_loops": "model",
     "model_source": "model",
 }
 

@@ -21,6 +21,7 @@ from engine.runner.calls import MODULE_GLOBALS, call_with_size, module_globals
 from hints import model_library
 from hints.base import Family, Match, Param, Strategy
 from hints.core.merge import call_arguments, method_args
+from hints.model_loops import roll_recurrences
 from hints.model_source import (
     Fusion,
     computes,
@@ -173,7 +174,13 @@ def _examine(problem) -> Examined:
     fusion = Fusion(traced.submodules, frozenset(library))
     # A Sequential is built as KbSequential only where a run of its modules fuses.
     known = frozenset(library) - (set() if traced.fusable_sequential else {"KbSequential"})
-    result = rewrite(problem.source, known, attrs, fusion.fuse)
+
+    def fuse(fn, qualname: str, imports) -> None:
+        """Loops over time rolled up into recurrences first, then chains fused."""
+        fusion.launchers.update(roll_recurrences(fn, fusion.attributes(qualname), imports))
+        fusion.fuse(fn, qualname, imports)
+
+    result = rewrite(problem.source, known, attrs, fuse)
     for use in result.uses:
         if use.name not in known:
             where = f"{use.function}, line {use.line}" if use.function else f"line {use.line}"
@@ -269,7 +276,8 @@ REWRITE = ModelStrategy(
         "Keep the model's own code and launch a Triton kernel for each of its operators and "
         "modules: products and convolutions tiled on tl.dot, reductions one program per row "
         "block, elementwise math one pass; a convolution's batch norm (in eval mode), residual "
-        "add and activation fused into its epilogue, a linear layer's activation into its own."
+        "add and activation fused into its epilogue, a linear layer's activation into its own; "
+        "a recurrent cell written as a Python loop over time run as one sequence kernel."
     ),
     template="",
     params=(

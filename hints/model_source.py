@@ -522,10 +522,14 @@ class Fusion:
         self.used = False
         self.launchers: set[str] = set()  # library names the fused calls use or pass on
 
+    def attributes(self, qualname: str) -> dict:
+        """The module class of each attribute of the class whose method `qualname` is."""
+        return self.submodules.get(qualname.split(".")[0], {}) if "." in qualname else {}
+
     def fuse(self, fn, qualname: str, imports: Imports) -> None:
         if not self.enabled:
             return
-        attrs = self.submodules.get(qualname.split(".")[0], {}) if "." in qualname else {}
+        attrs = self.attributes(qualname)
         for node in ast.walk(fn):
             for field_name in ("body", "orelse", "finalbody"):
                 block = getattr(node, field_name, None)

@@ -284,6 +284,7 @@ KERNELBENCH = [
     ("8_ResNetBasicBlock.py", None),
     ("43_MinGPTCausalAttention.py", None),
     ("39_GRU.py", None),
+    ("34_VanillaRNNHidden.py", None),
 ]  # (file, sizes for its module constants: None for its derived tiny size at a batch of two)
 
 
@@ -321,4 +322,79 @@ def test_a_table_read_through_an_index_tensor_passes_the_gate(tmp_path):
     target = load_problem(str(UNSEEN / "model_bias_table.py"))
     source = model.REWRITE.render(model.match(target))
     assert "kb_getitem(self.table," in source
+    candidate_error(target, source, tmp_path)
+
+
+# ----------------------------------------------------------------------------- loops over time
+
+ELMAN_FORMS = {
+    # KernelBench's VanillaRNNHidden: input first, an activation module, each step's output
+    # through a linear layer appended and stacked
+    "outputs": (
+        "combined = torch.cat((x[t], h), dim=1)\n            h = self.tanh(self.i2h(combined))\n"
+        "            y = self.h2o(h)\n            ys.append(y)",
+        "torch.stack(ys, dim=0)",
+    ),
+    # the state first, a torch function, only the last state kept
+    "last-state": (
+        "c = torch.cat([h, x[t]], -1)\n            h = torch.relu(self.i2h(c))",
+        "h * 2.0",
+    ),
+    # the states themselves appended
+    "states": (
+        "c = torch.cat((x[t], h), dim=-1)\n            h = F.relu(self.i2h(c))\n"
+        "            ys.append(h)",
+        "torch.stack(ys, dim=1)",
+    ),
+}
+
+
+def loop_problem(tmp_path: Path, step: str, result: str) -> Path:
+    """A model whose forward walks 5 steps of x (5, 3, 6) from a state h (3, 4) in a Python loop."""
+    path = tmp_path / "loop.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.i2h = nn.Linear(10, 4)\n        self.h2o = nn.Linear(4, 2)\n"
+        "        self.tanh = nn.Tanh()\n\n"
+        "    def forward(self, x, h):\n        ys = []\n"
+        f"        for t in range(x.size(0)):\n            {step}\n        return {result}\n\n\n"
+        "def get_inputs():\n    return [torch.randn(5, 3, 6), torch.randn(3, 4)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("form", ELMAN_FORMS)
+def test_an_elman_loop_over_time_becomes_one_recurrence(form, tmp_path):
+    """A step `h = act(linear(cat(x[t], h)))` written as a Python loop launches a few kernels
+    for the whole sequence (kb_elman_sequence, then what each step appends computed over every
+    step at once), not three or more a step; the candidate passes the real gate."""
+    target = load_problem(str(loop_problem(tmp_path, *ELMAN_FORMS[form])))
+    source = model.REWRITE.render(model.match(target))
+    forward = source[source.index("class Model(") :]
+    assert "kb_elman_sequence(x, h, self.i2h" in forward and "for t in" not in forward
+    candidate_error(target, source, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("step", "result"),
+    [
+        # a step's concatenation read after the loop
+        ("c = torch.cat((x[t], h), dim=1)\n            h = torch.tanh(self.i2h(c))", "c"),
+        # the state mixes in more than the linear layer
+        ("c = torch.cat((x[t], h), dim=1)\n            h = torch.tanh(self.i2h(c)) + h", "h"),
+        # the output of a step is not a row-wise function of the state
+        (
+            "c = torch.cat((x[t], h), dim=1)\n            h = torch.tanh(self.i2h(c))\n"
+            "            ys.append(h.sum(0))",
+            "torch.stack(ys)",
+        ),
+    ],
+    ids=["read-after", "not-elman", "not-row-wise"],
+)
+def test_a_loop_that_is_not_an_elman_recurrence_stays_a_loop(step, result, tmp_path):
+    target = load_problem(str(loop_problem(tmp_path, step, result)))
+    source = model.REWRITE.render(model.match(target))
+    assert "kb_elman_sequence" not in source and "for t in" in source
     candidate_error(target, source, tmp_path)

@@ -57,6 +57,36 @@ def test_stack(dim):
     assert_matches(layout_only(lo.kb_stack, tensors, dim), torch.stack(tensors, dim))
 
 
+@pytest.mark.parametrize(
+    ("parts", "copies"),
+    [
+        (lambda x: list(x.unbind(0)), 1),  # a tensor's own steps stacked back
+        (lambda x: [x[0], x[1], x[3]], 2),  # a gap: two runs
+        (lambda x: [x[1], x[0]], 2),  # out of order
+        (lambda x: [x[0], x[1].clone()], 2),  # another storage
+        (lambda x: list(x.transpose(0, 1).unbind(0)), 3),  # steps whose layout does not continue
+    ],
+    ids=["own-steps", "gap", "out-of-order", "another-storage", "not-continuing"],
+)
+def test_stack_copies_once_per_run_of_inputs_adjacent_in_memory(parts, copies, monkeypatch):
+    made = []
+    copy = lo.kb_copy
+    monkeypatch.setattr(lo, "kb_copy", lambda dst, src: made.append(src) or copy(dst, src))
+    tensors = parts(torch.randn(4, 3, 5))
+    assert_matches(layout_only(lo.kb_stack, tensors, 0), torch.stack(tensors, 0))
+    assert len(made) == copies
+
+
+def test_cat_of_a_tensors_consecutive_slices_copies_once(monkeypatch):
+    made = []
+    copy = lo.kb_copy
+    monkeypatch.setattr(lo, "kb_copy", lambda dst, src: made.append(src) or copy(dst, src))
+    x = torch.randn(3, 8, 2)
+    parts = [x[:, :2], x[:, 2:5], x[:, 5:]]
+    assert_matches(layout_only(lo.kb_cat, parts, 1), torch.cat(parts, 1))
+    assert len(made) == 1
+
+
 # x[index] = value: (index, value) pairs over a (2, 6, 6, 3) tensor.
 SETITEMS = {
     "swin_mask": ((slice(None), slice(-4, -2), slice(-2, None), slice(None)), 3.0),

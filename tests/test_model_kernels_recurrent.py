@@ -1,11 +1,12 @@
 """KbRNN, KbLSTM and KbGRU (hints/model_kernels/recurrent.py) against nn.RNN, nn.LSTM and nn.GRU
-built from the same seed (so with the same weights), through layout_only."""
+built from the same seed (so with the same weights), and kb_elman_sequence against the Python loop
+it stands in for, through layout_only."""
 
 import pytest
 import torch
 import torch.nn as nn
 
-from hints.model_kernels.recurrent import KbGRU, KbLSTM, KbRNN
+from hints.model_kernels.recurrent import KbGRU, KbLSTM, KbRNN, kb_elman_sequence
 from tests.model_kernels_checks import assert_matches, layout_only
 
 SEQ, BATCH, FEATURES = 3, 2, 5
@@ -111,3 +112,43 @@ def test_bad_shapes_raise_like_torch():
         ours(torch.randn(SEQ, BATCH, FEATURES), torch.randn(BATCH, 4))
     with pytest.raises(RuntimeError, match="Expected hidden size"):
         ours(torch.randn(SEQ, BATCH, FEATURES), torch.randn(1, BATCH + 1, 4))
+
+
+def _elman_loop(x, h, linear, act, steps, input_first):
+    """The loop kb_elman_sequence computes, in torch: (every step's state, the last)."""
+    states = []
+    for t in range(steps):
+        h = act(linear(torch.cat((x[t], h) if input_first else (h, x[t]), dim=1)))
+        states.append(h)
+    return torch.stack(states) if states else x.new_empty((0, *h.shape)), h
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("input_first", [True, False], ids=["x_first", "h_first"])
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_elman_sequence_matches_the_loop(act, input_first, bias):
+    """Either operand order, either activation, with and without bias, over a transposed x of
+    which the loop walks only the first steps."""
+    torch.manual_seed(0)
+    linear = nn.Linear(FEATURES + 4, 4, bias=bias)
+    x = torch.randn(BATCH, SEQ + 1, FEATURES).transpose(0, 1)
+    h0 = torch.randn(BATCH, 4)
+    got = layout_only(kb_elman_sequence, x, h0, linear, act, SEQ, input_first)
+    with torch.no_grad():
+        expected = _elman_loop(x, h0, linear, getattr(torch, act), SEQ, input_first)
+    assert_matches(got, expected)
+
+
+def test_elman_sequence_of_no_step_keeps_the_state():
+    h0 = torch.randn(BATCH, 4)
+    states, last = kb_elman_sequence(torch.randn(SEQ, BATCH, FEATURES), h0, nn.Linear(9, 4),
+                                     "tanh", 0, True)  # fmt: skip
+    assert states.shape == (0, BATCH, 4) and last is h0
+
+
+def test_elman_sequence_refuses_what_the_loop_would_refuse():
+    x, h0 = torch.randn(SEQ, BATCH, FEATURES), torch.randn(BATCH, 4)
+    with pytest.raises(RuntimeError, match=r"weight \(4, 8\); expected \(4, 9\)"):
+        kb_elman_sequence(x, h0, nn.Linear(8, 4), "tanh", SEQ, True)
+    with pytest.raises(IndexError, match="out of bounds"):
+        kb_elman_sequence(x, h0, nn.Linear(9, 4), "tanh", SEQ + 1, True)

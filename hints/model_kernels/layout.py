@@ -43,9 +43,35 @@ def _layout_check_cat(tensors, dim):
             )
 
 
+def _layout_continues(a, b, dim) -> bool:
+    """Whether b starts in memory where a ends along `dim`: one storage, one dtype and layout."""
+    return (
+        a.dtype == b.dtype
+        and a.stride() == b.stride()
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        and b.storage_offset() == a.storage_offset() + a.shape[dim] * a.stride(dim)
+    )
+
+
+def _layout_runs(tensors, dim) -> list:
+    """The inputs, each run of them that continue one another along `dim` as one view of their
+    storage (the steps of one tensor stacked back, say): a copy a run."""
+    runs = [tensors[0]]
+    for t in tensors[1:]:
+        last = runs[-1]
+        if not _layout_continues(last, t, dim):
+            runs.append(t)
+            continue
+        shape = list(last.shape)
+        shape[dim] += t.shape[dim]
+        runs[-1] = last.as_strided(shape, last.stride(), last.storage_offset())
+    return runs
+
+
 def kb_cat(tensors, dim=0):
-    """torch.cat (also torch.concat and torch.concatenate): one copy per input into its slice of
-    the result, in the dtype the inputs promote to."""
+    """torch.cat (also torch.concat and torch.concatenate): one copy per input (per run of
+    inputs adjacent in memory) into its slice of the result, in the dtype the inputs promote
+    to."""
     tensors = list(tensors)
     dim = dim % tensors[0].dim()
     _layout_check_cat(tensors, dim)
@@ -56,9 +82,9 @@ def kb_cat(tensors, dim=0):
     shape[dim] = sum(t.shape[dim] for t in tensors)
     out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
     offset = 0
-    for t in tensors:
-        kb_copy(out.narrow(dim, offset, t.shape[dim]), t)
-        offset += t.shape[dim]
+    for run in _layout_runs(tensors, dim):
+        kb_copy(out.narrow(dim, offset, run.shape[dim]), run)
+        offset += run.shape[dim]
     return out
 
 

@@ -40,13 +40,14 @@ def _recurrent_pick(direction, forward_ptr, backward_ptr):
 @triton.jit
 def _recurrent_input_projection_kernel(
     x_ptr, x_st, x_sb, x_sk,
-    w_fwd, w_bwd, b_ih_fwd, b_ih_bwd, b_hh_fwd, b_hh_bwd,
+    w_fwd, w_bwd, w_sn, b_ih_fwd, b_ih_bwd, b_hh_fwd, b_hh_bwd,
     gx_ptr, M, B, N, K, FOLDED_HH,
     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """gx[d, t*B + b, n] = x[t, b] . W_ih[d][n] + b_ih[d][n] (+ b_hh[d][n] for n < FOLDED_HH,
-    the hidden biases that add straight to a gate): every time step at once."""
+    the hidden biases that add straight to a gate): every time step at once. W_ih's rows are
+    w_sn apart, its columns adjacent."""
     pid_m, pid_n, d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     w_ptr = _recurrent_pick(d, w_fwd, w_bwd)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -58,7 +59,9 @@ def _recurrent_input_projection_kernel(
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < K
         x = tl.load(x_rows[:, None] + ks[None, :] * x_sk, row_ok[:, None] & k_ok[None, :], 0.0)
-        w = tl.load(w_ptr + cols[None, :] * K + ks[:, None], k_ok[:, None] & col_ok[None, :], 0.0)
+        w = tl.load(
+            w_ptr + cols[None, :] * w_sn + ks[:, None], k_ok[:, None] & col_ok[None, :], 0.0
+        )
         acc += tl.dot(x, w, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(_recurrent_pick(d, b_ih_fwd, b_ih_bwd) + cols, col_ok, 0.0)[None, :]
@@ -71,7 +74,7 @@ def _recurrent_input_projection_kernel(
 @triton.jit
 def _recurrent_product(acc, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     """acc + h_prev . W^T for a tile, fp32: h_rows points at each batch row of h_prev, w_rows at
-    each W_hh row of the tile's units (rows of H contiguous values)."""
+    each W_hh row of the tile's units (H adjacent values each)."""
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < H
@@ -82,41 +85,44 @@ def _recurrent_product(acc, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION:
 
 
 @triton.jit
-def _recurrent_gate(gx, gate, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
-    """One gate's pre-activation for a tile: its projected input plus its hidden product."""
+def _recurrent_gate(
+    gx, gate, h_rows, w_rows, w_sn, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
+):
+    """One gate's pre-activation for a tile: its projected input plus its hidden product (W_hh's
+    rows w_sn apart)."""
     acc = tl.load(gx + gate * H).to(tl.float32)
-    return _recurrent_product(acc, h_rows, w_rows + gate * H * H, H, BLOCK_K, PRECISION)
+    return _recurrent_product(acc, h_rows, w_rows + gate * H * w_sn, H, BLOCK_K, PRECISION)
 
 
 @triton.jit
 def _recurrent_lstm_cell(
-    gx, h_rows, w_rows, c_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
+    gx, h_rows, w_rows, w_sn, c_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
 ):
     """LSTM (gates i, f, g, o): c = f * c_prev + i * g, h = o * tanh(c); returns (h, c)."""
-    i = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    f = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    g = _elementwise_tanh(_recurrent_gate(gx, 2, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    o = tl.sigmoid(_recurrent_gate(gx, 3, h_rows, w_rows, H, BLOCK_K, PRECISION))
+    i = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
+    f = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
+    g = _elementwise_tanh(_recurrent_gate(gx, 2, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
+    o = tl.sigmoid(_recurrent_gate(gx, 3, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
     c = f * c_prev + i * g
     return o * _elementwise_tanh(c), c
 
 
 @triton.jit
 def _recurrent_gru_cell(
-    gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
+    gx, h_rows, w_rows, w_sn, bias_n, h_prev, H, BLOCK_K: tl.constexpr, PRECISION: tl.constexpr
 ):
     """GRU (gates r, z, n): n = tanh(x_n + r * (W_hn h + b_hn)), h = (1 - z) * n + z * h_prev;
     bias_n is b_hn broadcast over the tile (zeros without bias)."""
-    r = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    z = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, H, BLOCK_K, PRECISION))
-    hidden_n = _recurrent_product(bias_n, h_rows, w_rows + 2 * H * H, H, BLOCK_K, PRECISION)
+    r = tl.sigmoid(_recurrent_gate(gx, 0, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
+    z = tl.sigmoid(_recurrent_gate(gx, 1, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION))
+    hidden_n = _recurrent_product(bias_n, h_rows, w_rows + 2 * H * w_sn, H, BLOCK_K, PRECISION)
     n = _elementwise_tanh(tl.load(gx + 2 * H).to(tl.float32) + r * hidden_n)
     return (1.0 - z) * n + z * h_prev
 
 
 @triton.jit
 def _recurrent_sequence_kernel(
-    gx_ptr, gx_sb, w_fwd, w_bwd, b_hh_fwd, b_hh_bwd,
+    gx_ptr, gx_sb, w_fwd, w_bwd, w_sn, b_hh_fwd, b_hh_bwd,
     out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c0_ptr, c_work_ptr, cn_ptr, T, B, H,
     MODE: tl.constexpr, HAS_BIAS: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -129,7 +135,7 @@ def _recurrent_sequence_kernel(
     step, c_prev c0; c ping-pongs between the halves of c_work (a step never overwrites what
     another unit tile of it still reads). h_n and c_n take the last step's h and c. MODE: 0 tanh
     RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work are contiguous
-    (D, B, H); gx is (D, T, B, gates * H)."""
+    (D, B, H); gx is (D, T, B, gates * H); W_hh's rows are w_sn apart, its columns adjacent."""
     pid_b, d = tl.program_id(0), tl.program_id(1)
     batch = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
     batch_ok = batch < B
@@ -146,14 +152,14 @@ def _recurrent_sequence_kernel(
             ok = batch_ok[:, None] & (units < H)[None, :]
             units = tl.minimum(units, H - 1)
             gx = gx_ptr + (d * T + t) * B * gx_sb + batch[:, None] * gx_sb + units[None, :]
-            w_rows = w_ptr + units * H
+            w_rows = w_ptr + units * w_sn
             state = d * B * H + batch[:, None] * H + units[None, :]
             if MODE == 2:
                 if step == 0:
                     c_prev = tl.load(c0_ptr + state).to(tl.float32)
                 else:
                     c_prev = tl.load(c_work_ptr + ((step - 1) % 2) * half + state)
-                h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, c_prev, H, BLOCK_K, PRECISION)
+                h, c = _recurrent_lstm_cell(gx, h_rows, w_rows, w_sn, c_prev, H, BLOCK_K, PRECISION)
                 tl.store(c_next_ptr + state, c, ok)
                 if step == T - 1:
                     tl.store(cn_ptr + state, c.to(cn_ptr.dtype.element_ty), ok)
@@ -163,9 +169,11 @@ def _recurrent_sequence_kernel(
                     b_hh = _recurrent_pick(d, b_hh_fwd, b_hh_bwd)
                     bias_n += tl.load(b_hh + 2 * H + units)[None, :]
                 h_prev = tl.load(h_rows[:, None] + units[None, :]).to(tl.float32)
-                h = _recurrent_gru_cell(gx, h_rows, w_rows, bias_n, h_prev, H, BLOCK_K, PRECISION)
+                h = _recurrent_gru_cell(
+                    gx, h_rows, w_rows, w_sn, bias_n, h_prev, H, BLOCK_K, PRECISION
+                )
             else:
-                pre = _recurrent_gate(gx, 0, h_rows, w_rows, H, BLOCK_K, PRECISION)
+                pre = _recurrent_gate(gx, 0, h_rows, w_rows, w_sn, H, BLOCK_K, PRECISION)
                 h = tl.maximum(pre, 0.0) if MODE == 1 else _elementwise_tanh(pre)
             out = out_ptr + t * out_st + batch[:, None] * out_sb + d * H + units[None, :]
             tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
@@ -221,7 +229,8 @@ def _recurrent_initial_states(module: nn.RNNBase, input, hx, batched: bool) -> t
 
 def _recurrent_layer_params(module: nn.RNNBase, layer: int) -> dict:
     """Each parameter of a layer (w_ih, w_hh, b_ih, b_hh) as a (forward, backward) pair of
-    contiguous tensors; a one-direction layer repeats its own, a layer without bias gets None."""
+    contiguous tensors; a one-direction layer repeats its own, a layer without bias gets None.
+    (The kernels take weights whose columns are adjacent, their rows any distance apart.)"""
     directions = 2 if module.bidirectional else 1
     pairs = [module.all_weights[layer * directions + d] for d in (0, directions - 1)]
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -231,17 +240,18 @@ def _recurrent_layer_params(module: nn.RNNBase, layer: int) -> dict:
 
 def _recurrent_project(x, params: dict, folded_hh: int, directions: int):
     """The input projection of every time step of a layer, (directions, T, B, gates * H) fp32;
-    x is (T, B, features), any strides."""
+    x is (T, B, features), any strides; without b_hh, folded_hh is 0."""
     T, B, K = x.shape
     w_fwd, w_bwd = params["weight_ih"]
     N, M = w_fwd.shape[0], T * B
     gx = torch.empty((directions, T, B, N), device=x.device, dtype=torch.float32)
-    biases = params["bias_ih"] + params["bias_hh"] if params["bias_ih"] else (w_fwd,) * 4
+    b_ih = params["bias_ih"]
+    biases = (*b_ih, *(params["bias_hh"] or b_ih)) if b_ih else (w_fwd,) * 4
     block_m = _recurrent_block(M, _recurrent_PROJECTION_TILE)
     block_n = _recurrent_block(N, _recurrent_PROJECTION_TILE)
     grid = (kb_cdiv(M, block_m), kb_cdiv(N, block_n), directions)
     _recurrent_input_projection_kernel[grid](
-        x, x.stride(0), x.stride(1), x.stride(2), w_fwd, w_bwd, *biases,
+        x, x.stride(0), x.stride(1), x.stride(2), w_fwd, w_bwd, w_fwd.stride(0), *biases,
         gx, M, B, N, K, folded_hh,
         HAS_BIAS=params["bias_ih"] is not None, BLOCK_M=block_m, BLOCK_N=block_n,
         BLOCK_K=_recurrent_block(K, 32), PRECISION=KB_DOT_PRECISION,
@@ -258,23 +268,26 @@ def _recurrent_sequence_tiles(B: int, H: int, interpreted: bool) -> tuple[int, i
     return _recurrent_block(B, 32), _recurrent_block(H, block_h), _recurrent_block(H, 128), warps
 
 
-def _recurrent_run_layer(module, x, out, params: dict, h0, hn, c0, cn) -> None:
-    """One layer over the whole sequence: project x, then one launch for every time step. out is
-    the layer's (T, B, directions * H) output (any strides, unit feature stride); h0, hn (and c0,
-    cn for an LSTM) are the layer's contiguous (directions, B, H) slices."""
+def _recurrent_run_layer(mode: str, x, out, params: dict, h0, hn, c0, cn) -> None:
+    """One layer (nn.RNNBase.mode `mode`) over the whole sequence: project x, then one launch for
+    every time step. out is the layer's (T, B, directions * H) output (any strides, unit feature
+    stride); h0, hn (and c0, cn for an LSTM) are the layer's contiguous (directions, B, H)
+    slices."""
     T, B = x.shape[0], x.shape[1]
-    H, directions = module.hidden_size, 2 if module.bidirectional else 1
-    gates = _recurrent_GATES[module.mode]
-    folded_hh = 2 * H if module.mode == "GRU" else gates * H
+    directions, H = h0.shape[0], h0.shape[2]
+    gates = _recurrent_GATES[mode]
+    has_hh_bias = params["bias_hh"] is not None
+    folded_hh = (2 * H if mode == "GRU" else gates * H) if has_hh_bias else 0
     gx = _recurrent_project(x, params, folded_hh, directions)
-    b_hh = params["bias_hh"] or params["weight_hh"]
+    w_hh = params["weight_hh"]
+    b_hh = params["bias_hh"] or w_hh
     c0, cn = (c0, cn) if cn is not None else (hn, hn)
-    c_work = gx.new_empty((2, directions, B, H) if module.mode == "LSTM" else (1,))
+    c_work = gx.new_empty((2, directions, B, H) if mode == "LSTM" else (1,))
     block_b, block_h, block_k, warps = _recurrent_sequence_tiles(B, H, kb_interpreted(x))
     _recurrent_sequence_kernel[(kb_cdiv(B, block_b), directions)](
-        gx, gates * H, *params["weight_hh"], *b_hh,
+        gx, gates * H, *w_hh, w_hh[0].stride(0), *b_hh,
         out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, T, B, H,
-        MODE=_recurrent_MODE[module.mode], HAS_BIAS=module.bias,
+        MODE=_recurrent_MODE[mode], HAS_BIAS=has_hh_bias,
         BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k, PRECISION=KB_DOT_PRECISION,
         num_warps=warps,
     )  # fmt: skip
@@ -301,7 +314,8 @@ def _recurrent_forward(module: nn.RNNBase, input, hx):
         h0, c0 = states[0][rows], states[-1][rows]
         cn = finals[1][rows] if module.mode == "LSTM" else None
         hn = finals[0][rows]
-        _recurrent_run_layer(module, x, out, _recurrent_layer_params(module, layer), h0, hn, c0, cn)
+        params = _recurrent_layer_params(module, layer)
+        _recurrent_run_layer(module.mode, x, out, params, h0, hn, c0, cn)
         x = out
     if not batched:
         output = output.squeeze(0 if module.batch_first else 1)
@@ -328,3 +342,37 @@ class KbGRU(nn.GRU):
 
     def forward(self, input, hx=None):
         return _recurrent_forward(self, input, hx)
+
+
+def kb_elman_sequence(x, h0, linear: nn.Linear, act: str, steps: int, input_first: bool):
+    """What `for t in range(steps): h = act(linear(torch.cat((x[t], h), dim=-1)))` computes
+    (`(h, x[t])` where not input_first; act "tanh" or "relu"), two launches in all: the states of
+    every step, (steps, batch, hidden), and the last state (h0 after no step). The linear
+    layer's weight splits by columns into the input's and the state's."""
+    if x.dim() != 3 or h0.dim() != 2 or x.dtype != h0.dtype:
+        raise NotImplementedError(
+            "kb_elman_sequence: x must be (steps, batch, features) and h (batch, hidden), "
+            f"of one dtype; got {tuple(x.shape)} {x.dtype} and {tuple(h0.shape)} {h0.dtype}"
+        )
+    if steps > x.shape[0]:
+        raise IndexError(
+            f"index {x.shape[0]} is out of bounds for dimension 0 with size {x.shape[0]}"
+        )
+    B, features, H = x.shape[1], x.shape[2], h0.shape[1]
+    if h0.shape[0] != B or tuple(linear.weight.shape) != (H, features + H):
+        raise RuntimeError(
+            f"kb_elman_sequence: a step concatenates {B}x{features} and {tuple(h0.shape)} into a "
+            f"linear layer of weight {tuple(linear.weight.shape)}; expected ({H}, {features + H})"
+        )
+    out = x.new_empty((steps, B, H))
+    if steps == 0:
+        return out, h0
+    w = linear.weight
+    w_x, w_h = (w[:, :features], w[:, features:]) if input_first else (w[:, H:], w[:, :H])
+    bias = None if linear.bias is None else (linear.bias, linear.bias)
+    params = {"weight_ih": (w_x, w_x), "weight_hh": (w_h, w_h), "bias_ih": bias, "bias_hh": None}
+    h0 = h0.contiguous().unsqueeze(0)
+    hn = torch.empty_like(h0)
+    mode = {"tanh": "RNN_TANH", "relu": "RNN_RELU"}[act]
+    _recurrent_run_layer(mode, x[:steps], out, params, h0, hn, None, None)
+    return out, hn[0]

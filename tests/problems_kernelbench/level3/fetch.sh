@@ -8,6 +8,7 @@ here=$(dirname "$0")
 for f in \
     1_MLP.py \
     8_ResNetBasicBlock.py \
+    34_VanillaRNNHidden.py \
     39_GRU.py \
     43_MinGPTCausalAttention.py \
 ; do

@@ -240,21 +240,35 @@ def model_new(text: str) -> str:
     return "\n".join(lines[:-1]) + "\n"
 
 
+# Parameters that only one group of the library reads, by that group.
+GROUP_PARAMS = {"conv_precision": "conv", "recurrent": "recurrent"}
+
+
 @dataclass(frozen=True)
 class ModelStrategy(Strategy):
     """Renders the library's groups, the rewritten problem and ModelNew; its template is unused."""
 
     def for_match(self, match: Match) -> Strategy:
-        """Without conv_precision for a model that launches no convolution."""
+        """Without the parameters of a library group that the model does not use (conv_precision
+        without a convolution, recurrent without a recurrent layer), nor the first-round
+        variants that set them."""
         where = model_library.providers()
-        if any(where[name] == "conv" for name in match.facts["kernels"]):
+        used = {where[name] for name in match.facts["kernels"]}
+        idle = {name for name, group in GROUP_PARAMS.items() if group not in used}
+        if not idle:
             return self
-        return replace(self, params=tuple(p for p in self.params if p.name != "conv_precision"))
+        return replace(
+            self,
+            params=tuple(p for p in self.params if p.name not in idle),
+            gpu_coarse_variants=tuple(v for v in self.gpu_coarse_variants if not idle & set(v)),
+        )
 
     def render(self, match: Match, params: dict | None = None) -> str:
         chosen = {**self.defaults(), **(params or {})}
-        library = model_library.embed(match.facts["kernels"], chosen["precision"], chosen["tiles"],
-                                      chosen.get("conv_precision"))  # fmt: skip
+        library = model_library.embed(
+            match.facts["kernels"], chosen["precision"], chosen["tiles"],
+            chosen.get("conv_precision"), chosen.get("recurrent", "single"),
+        )  # fmt: skip
         source = "\n\n".join([
             library.rstrip(),
             "# The problem's own code, rewritten (hints.model): nn modules built as the library's"
@@ -287,13 +301,17 @@ REWRITE = ModelStrategy(
         Param("conv_precision", ("ieee", "tf32x3", "tf32"), "ieee", torch_precision="tf32"),
         # the products' tiles on a GPU (hints/model_kernels/common.py, KB_TILES)
         Param("tiles", ("small", "base", "large"), "base", tile=True),
+        # a recurrent layer's steps on a GPU: one program per block of rows walks every unit, or
+        # programs that own a tile of units each meet after each step (KB_RECURRENT)
+        Param("recurrent", ("single", "spread"), "single"),
     ),
     # On an H100, Triton 3.6 compiled the conv kernel's padded 3x3 products wrong at the base
     # and large plans and right at the small one (docs/results/kernelbench_level3_gpu/,
     # session 50; unpipelined since session 51, all are right): so that a plan the compiler gets
     # wrong does not end a search at its first candidate, a model's first round holds the small
-    # plan too.
-    gpu_coarse_variants=({"tiles": "small"},),
+    # plan too. A recurrent model's first round holds its steps spread too: one program walking
+    # every step was 0.15-0.59x eager on an H100 (session 51).
+    gpu_coarse_variants=({"tiles": "small"}, {"recurrent": "spread"}),
 )
 
 FAMILY = Family(

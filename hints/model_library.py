@@ -28,6 +28,7 @@ SETTINGS = {
     "KB_DOT_PRECISION": "tl.dot's input precision on fp32",
     "KB_CONV_PRECISION": "the convolutions' tl.dot input precision on fp32",
     "KB_TILES": "the products' tile plan on a GPU",
+    "KB_RECURRENT": "how a recurrent layer's steps spread over programs on a GPU",
 }
 
 
@@ -172,7 +173,7 @@ def groups_for(names, folder: Path = KERNELS) -> list[Group]:
 
 
 def embed(names, precision: str, tiles: str = "base", conv_precision: str | None = None,
-          folder: Path = KERNELS) -> str:  # fmt: skip
+          recurrent: str = "single", folder: Path = KERNELS) -> str:  # fmt: skip
     """The header (imports and SETTINGS; the convolutions' precision is `precision` unless
     `conv_precision` is given) and the source of every group that `names` need: standalone
     candidate code."""
@@ -180,7 +181,7 @@ def embed(names, precision: str, tiles: str = "base", conv_precision: str | None
     extra = dict.fromkeys(line for g in chosen for line in g.other_imports)
     future = [line for line in extra if line.startswith("from __future__")]
     parts = [*future, *HEADER_IMPORTS, *(line for line in extra if line not in future)]
-    values = (precision, conv_precision or precision, tiles)
+    values = (precision, conv_precision or precision, tiles, recurrent)
     parts.append("")
     parts += [f"{name} = {value!r}  # {what}"
               for (name, what), value in zip(SETTINGS.items(), values, strict=True)]  # fmt: skip

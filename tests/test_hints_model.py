@@ -160,11 +160,13 @@ def test_library_embeds_each_group_after_those_it_imports_from(tmp_path):
         "elementwise",
         "layout",
     ]
-    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32x3", "large", "tf32", folder)
+    text = model_library.embed({"KbFlatten", "kb_add"}, "tf32x3", "large", "tf32", "spread",
+                               folder)  # fmt: skip
     assert text.count("import torch\n") == 1 and "from hints" not in text and "Doc." not in text
     assert "KB_DOT_PRECISION = 'tf32x3'" in text and 'KB_DOT_PRECISION = "ieee"' not in text
     assert "KB_CONV_PRECISION = 'tf32'" in text and 'KB_CONV_PRECISION = "ieee"' not in text
     assert "KB_TILES = 'large'" in text and 'KB_TILES = "base"' not in text
+    assert "KB_RECURRENT = 'spread'" in text and 'KB_RECURRENT = "single"' not in text
     assert "# comment kept" in text and text.index("def kb_add") < text.index("class KbFlatten")
     with pytest.raises(model_library.LibraryError, match="defines no kb_nothing"):
         model_library.groups_for({"kb_nothing"}, folder)

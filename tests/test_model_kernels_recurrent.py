@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
+from hints.model_kernels import recurrent
 from hints.model_kernels.recurrent import KbGRU, KbLSTM, KbRNN, kb_elman_sequence
 from tests.model_kernels_checks import assert_matches, layout_only
 
@@ -67,6 +68,16 @@ def test_matches_torch(kind, form):
     )  # fmt: skip
     x = torch.randn((BATCH, SEQ, FEATURES) if batch_first else (SEQ, BATCH, FEATURES))
     _check(ours, theirs, x, _states(kind, ours, BATCH) if hx_given else None)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_steps_spread_over_programs_match_torch(kind, monkeypatch):
+    """KB_RECURRENT "spread": each program owns a tile of units and the programs meet after each
+    step (in the interpreter, which runs one program at a time, one program owns them all and
+    meets itself)."""
+    monkeypatch.setattr(recurrent, "KB_RECURRENT", "spread")
+    ours, theirs = _pair(kind, 6, num_layers=2, bidirectional=True)
+    _check(ours, theirs, torch.randn(SEQ, BATCH, FEATURES), None)
 
 
 @pytest.mark.parametrize("hx_given", [False, True], ids=["hx_none", "hx"])

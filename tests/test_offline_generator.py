@@ -242,7 +242,9 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     tf32x3 beside (sure to pass) and its other products in tf32x3 throughout; and a tile plan that
     the GPU's compiler gets wrong must not end the search at its first candidate, so the small
     plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
-    the default alone, without TF32. A model without convolutions has no conv_precision."""
+    the default alone, without TF32. A model without convolutions has no conv_precision; one
+    with a recurrent layer starts on a GPU with its steps spread over programs too, and one
+    without has no such parameter."""
     level3 = TESTS / "problems_kernelbench" / "level3"
     resnet = load_problem(str(level3 / "8_ResNetBasicBlock.py"))
     request = GenerationRequest(resnet, "coarse", 0, random.Random(0))
@@ -261,3 +263,12 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     proposals = OfflineGenerator(mlp, backend="cuda").propose(request).proposals
     assert [p.params["tiles"] for p in proposals] == ["base", "small"]
     assert all("conv_precision" not in p.params for p in proposals)
+    assert not any("recurrent" in p.params for p in [*on_gpu, on_cpu, *proposals])
+    gru = load_problem(str(level3 / "39_GRU.py"))
+    request = GenerationRequest(gru, "coarse", 0, random.Random(0))
+    proposals = OfflineGenerator(gru, backend="cuda").propose(request).proposals
+    assert [(p.params["recurrent"], p.params["tiles"]) for p in proposals] == [
+        ("single", "base"), ("single", "small"), ("spread", "base")]  # fmt: skip
+    assert "KB_RECURRENT = 'spread'" in proposals[2].source
+    (on_cpu,) = OfflineGenerator(gru, backend="cpu").propose(request).proposals
+    assert on_cpu.params["recurrent"] == "single"

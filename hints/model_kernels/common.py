@@ -1,6 +1,6 @@
-"""What every group of the kernel library shares: the precisions of tl.dot on fp32 operands and the
-products' tile plan (the renderer sets them per candidate), the test for "an operand is a tensor"
-and the interpreter's tiles."""
+"""What every group of the kernel library shares: the precisions of tl.dot on fp32 operands, the
+products' tile plan and the recurrent steps' layout (the renderer sets them per candidate), the
+test for "an operand is a tensor" and the interpreter's tiles."""
 
 import torch
 
@@ -13,6 +13,10 @@ KB_CONV_PRECISION = "ieee"
 # steps); the renderer sets it per candidate, so that the search can time the same model at
 # several tile plans.
 KB_TILES = "base"
+# "single" or "spread": a recurrent layer's steps on a GPU walked by one program per block of
+# batch rows, or spread over programs that each own a tile of hidden units and meet after each
+# step (hints/model_kernels/recurrent.py).
+KB_RECURRENT = "single"
 
 
 def kb_is_tensor(value) -> bool:

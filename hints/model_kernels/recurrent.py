@@ -4,6 +4,8 @@ kernel walks the time steps, each multiplying the previous hidden state by W_hh 
 math fused, writing h straight into the layer's output (and c into c_n). One launch per step
 instead would cost a launch's overhead a step (3072 for a 6-layer LSTM over 512 steps)."""
 
+import functools
+
 import torch
 import torch.nn as nn
 import triton
@@ -11,6 +13,7 @@ import triton.language as tl
 
 from hints.model_kernels.common import (
     KB_DOT_PRECISION,
+    KB_RECURRENT,
     KB_TILES,
     kb_cdiv,
     kb_interpreted,
@@ -24,8 +27,10 @@ _recurrent_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 _recurrent_MODE = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}
 # Tiles of the input projection (a GEMM of T*B rows; tl.dot needs >= 16).
 _recurrent_PROJECTION_TILE = 64
-# The sequence kernel's (hidden units a tile, warps) on a GPU, by KB_TILES.
+# The sequence kernel's (hidden units a tile, warps) on a GPU, by KB_TILES: a program walks
+# every tile of its rows' units, or under KB_RECURRENT "spread" owns one.
 _recurrent_GPU_TILES = {"small": (32, 4), "base": (64, 4), "large": (128, 8)}
+_recurrent_SPREAD_TILES = {"small": (16, 4), "base": (32, 4), "large": (64, 4)}
 
 
 @triton.jit
@@ -78,7 +83,8 @@ def _recurrent_product(acc, h_rows, w_rows, H, BLOCK_K: tl.constexpr, PRECISION:
     for k0 in range(0, H, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < H
-        h = tl.load(h_rows[:, None] + ks[None, :], k_ok[None, :], 0.0)
+        # from L2: under KB_RECURRENT "spread" other programs wrote h_prev
+        h = tl.load(h_rows[:, None] + ks[None, :], k_ok[None, :], 0.0, cache_modifier=".cg")
         w = tl.load(w_rows[None, :] + ks[:, None], k_ok[:, None], 0.0)
         acc = tl.dot(h.to(tl.float32), w.to(tl.float32), acc, input_precision=PRECISION)
     return acc
@@ -123,31 +129,39 @@ def _recurrent_gru_cell(
 @triton.jit
 def _recurrent_sequence_kernel(
     gx_ptr, gx_sb, w_fwd, w_bwd, w_sn, b_hh_fwd, b_hh_bwd,
-    out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c0_ptr, c_work_ptr, cn_ptr, T, B, H,
-    MODE: tl.constexpr, HAS_BIAS: tl.constexpr,
+    out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c0_ptr, c_work_ptr, cn_ptr, sync_ptr, T, B, H,
+    MODE: tl.constexpr, HAS_BIAS: tl.constexpr, SPREAD: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
-    """Every time step of one layer for a tile of batch rows (axis 0), both directions (axis 1),
-    in one launch: at step s direction d is at time t = s (forward) or T - 1 - s (backward). A
-    program owns every hidden unit of its rows, so the step after reads the h that this program
-    wrote (in out[t]) past a barrier, and no program waits on another. h_prev is h0 at the first
-    step, c_prev c0; c ping-pongs between the halves of c_work (a step never overwrites what
-    another unit tile of it still reads). h_n and c_n take the last step's h and c. MODE: 0 tanh
-    RNN, 1 relu RNN, 2 LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work are contiguous
-    (D, B, H); gx is (D, T, B, gates * H); W_hh's rows are w_sn apart, its columns adjacent."""
-    pid_b, d = tl.program_id(0), tl.program_id(1)
+    """Every time step of one layer for a tile of batch rows (axis 1), both directions (axis 2),
+    in one launch: at step s direction d is at time t = s (forward) or T - 1 - s (backward).
+    Without SPREAD a program owns every hidden unit of its rows, so the step after reads the h
+    that this program wrote (in out[t]) past a barrier, and no program waits on another. With
+    SPREAD each program owns a tile of units (axis 0) and the programs of the same rows and
+    direction meet after each step at a counter of sync (int32 zeros, one per rows and
+    direction): all of them must be resident at once. h_prev is h0 at the first step, c_prev c0;
+    c ping-pongs between the halves of c_work (a step never overwrites what another unit tile of
+    it still reads). h_n and c_n take the last step's h and c. MODE: 0 tanh RNN, 1 relu RNN, 2
+    LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work are contiguous (D, B, H); gx is (D, T,
+    B, gates * H); W_hh's rows are w_sn apart, its columns adjacent."""
+    pid_u, pid_b, d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     batch = pid_b * BLOCK_B + tl.arange(0, BLOCK_B)
     batch_ok = batch < B
     # Clamped indices: every load stays in bounds unmasked; the stores drop the extra rows.
     batch = tl.minimum(batch, B - 1)
     w_ptr = _recurrent_pick(d, w_fwd, w_bwd)
-    half = tl.num_programs(1) * B * H
+    half = tl.num_programs(2) * B * H
     h_rows = h0_ptr + d * B * H + batch * H
+    sync = sync_ptr + d * tl.num_programs(1) + pid_b
+    if SPREAD:
+        u_first, u_end = pid_u * BLOCK_H, pid_u * BLOCK_H + BLOCK_H
+    else:
+        u_first, u_end = 0, H
     for step in range(T):
         t = step + d * (T - 1 - 2 * step)
         c_next_ptr = c_work_ptr + (step % 2) * half
-        for u0 in range(0, H, BLOCK_H):
+        for u0 in range(u_first, u_end, BLOCK_H):
             units = u0 + tl.arange(0, BLOCK_H)
             ok = batch_ok[:, None] & (units < H)[None, :]
             units = tl.minimum(units, H - 1)
@@ -168,7 +182,8 @@ def _recurrent_sequence_kernel(
                 if HAS_BIAS:
                     b_hh = _recurrent_pick(d, b_hh_fwd, b_hh_bwd)
                     bias_n += tl.load(b_hh + 2 * H + units)[None, :]
-                h_prev = tl.load(h_rows[:, None] + units[None, :]).to(tl.float32)
+                h_prev = tl.load(h_rows[:, None] + units[None, :], cache_modifier=".cg")
+                h_prev = h_prev.to(tl.float32)
                 h = _recurrent_gru_cell(
                     gx, h_rows, w_rows, w_sn, bias_n, h_prev, H, BLOCK_K, PRECISION
                 )
@@ -179,8 +194,15 @@ def _recurrent_sequence_kernel(
             tl.store(out, h.to(out_ptr.dtype.element_ty), ok)
             if step == T - 1:
                 tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), ok)
-        # The next step reads this one's h and c, written by the program's other threads.
+        # The next step reads this one's h and c, written by the program's other threads (and,
+        # spread, by the other programs of these rows: each counts itself in, then waits for all).
         tl.debug_barrier()
+        if SPREAD:
+            tl.atomic_add(sync, 1, sem="release", scope="gpu")
+            arrived = (step + 1) * tl.num_programs(0)
+            while tl.atomic_add(sync, 0, sem="acquire", scope="gpu") < arrived:
+                pass
+            tl.debug_barrier()
         h_rows = out_ptr + t * out_st + d * H + batch * out_sb
 
 
@@ -259,13 +281,35 @@ def _recurrent_project(x, params: dict, folded_hh: int, directions: int):
     return gx
 
 
-def _recurrent_sequence_tiles(B: int, H: int, interpreted: bool) -> tuple[int, int, int, int]:
-    """(BLOCK_B, BLOCK_H, BLOCK_K, warps) of the sequence kernel: on a GPU, hidden-unit tiles by
-    KB_TILES; in the interpreter, which pays per operation, the whole hidden width at once."""
-    if interpreted:
-        return _recurrent_block(B, 64), _recurrent_block(H, 256), _recurrent_block(H, 256), 4
+def _recurrent_sequence_tiles(B: int, H: int, directions: int, x) -> tuple:
+    """(BLOCK_B, BLOCK_H, BLOCK_K, warps, whether programs own a unit tile each) of the sequence
+    kernel: on a GPU, hidden-unit tiles by KB_TILES, spread over programs where KB_RECURRENT
+    says so and every program fits on the GPU at once (they wait on one another); in the
+    interpreter, which pays per operation and runs one program at a time, the whole hidden width
+    at once."""
+    if kb_interpreted(x):
+        block_h = kb_next_power_of_2(H) if KB_RECURRENT == "spread" else _recurrent_block(H, 256)
+        return (
+            _recurrent_block(B, 64),
+            block_h,
+            _recurrent_block(H, 256),
+            4,
+            KB_RECURRENT == "spread",
+        )
+    block_b = _recurrent_block(B, 32)
+    if KB_RECURRENT == "spread":
+        block_h, warps = _recurrent_SPREAD_TILES[KB_TILES]
+        block_h = _recurrent_block(H, block_h)
+        programs = kb_cdiv(H, block_h) * kb_cdiv(B, block_b) * directions
+        if programs <= _recurrent_multiprocessors(x.device):
+            return block_b, block_h, _recurrent_block(H, 128), warps, True
     block_h, warps = _recurrent_GPU_TILES[KB_TILES]
-    return _recurrent_block(B, 32), _recurrent_block(H, block_h), _recurrent_block(H, 128), warps
+    return block_b, _recurrent_block(H, block_h), _recurrent_block(H, 128), warps, False
+
+
+@functools.lru_cache
+def _recurrent_multiprocessors(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _recurrent_run_layer(mode: str, x, out, params: dict, h0, hn, c0, cn) -> None:
@@ -283,11 +327,14 @@ def _recurrent_run_layer(mode: str, x, out, params: dict, h0, hn, c0, cn) -> Non
     b_hh = params["bias_hh"] or w_hh
     c0, cn = (c0, cn) if cn is not None else (hn, hn)
     c_work = gx.new_empty((2, directions, B, H) if mode == "LSTM" else (1,))
-    block_b, block_h, block_k, warps = _recurrent_sequence_tiles(B, H, kb_interpreted(x))
-    _recurrent_sequence_kernel[(kb_cdiv(B, block_b), directions)](
+    block_b, block_h, block_k, warps, spread = _recurrent_sequence_tiles(B, H, directions, x)
+    grid = (kb_cdiv(H, block_h) if spread else 1, kb_cdiv(B, block_b), directions)
+    # the spread programs' meeting counters (unused, and not allocated, otherwise)
+    sync = torch.zeros(grid[1] * directions, dtype=torch.int32, device=x.device) if spread else gx
+    _recurrent_sequence_kernel[grid](
         gx, gates * H, *w_hh, w_hh[0].stride(0), *b_hh,
-        out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, T, B, H,
-        MODE=_recurrent_MODE[mode], HAS_BIAS=has_hh_bias,
+        out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, sync, T, B, H,
+        MODE=_recurrent_MODE[mode], HAS_BIAS=has_hh_bias, SPREAD=spread,
         BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k, PRECISION=KB_DOT_PRECISION,
         num_warps=warps,
     )  # fmt: skip

@@ -287,17 +287,12 @@ def _recurrent_sequence_tiles(B: int, H: int, directions: int, x) -> tuple:
     says so and every program fits on the GPU at once (they wait on one another); in the
     interpreter, which pays per operation and runs one program at a time, the whole hidden width
     at once."""
+    spread = KB_RECURRENT == "spread"
     if kb_interpreted(x):
-        block_h = kb_next_power_of_2(H) if KB_RECURRENT == "spread" else _recurrent_block(H, 256)
-        return (
-            _recurrent_block(B, 64),
-            block_h,
-            _recurrent_block(H, 256),
-            4,
-            KB_RECURRENT == "spread",
-        )
+        block_h = kb_next_power_of_2(H) if spread else _recurrent_block(H, 256)
+        return _recurrent_block(B, 64), block_h, _recurrent_block(H, 256), 4, spread
     block_b = _recurrent_block(B, 32)
-    if KB_RECURRENT == "spread":
+    if spread:
         block_h, warps = _recurrent_SPREAD_TILES[KB_TILES]
         block_h = _recurrent_block(H, block_h)
         programs = kb_cdiv(H, block_h) * kb_cdiv(B, block_b) * directions

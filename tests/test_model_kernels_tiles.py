@@ -95,8 +95,8 @@ def test_recurrent_layers_at_the_gpus_tiles(gpu_tiles, monkeypatch, kind, tiles)
     (base) or one (large) that a step walks before its barrier, 40 batch rows two programs, two
     directions, every time step in one launch."""
     monkeypatch.setattr(recurrent, "KB_TILES", tiles)
-    block_b, block_h, _, _ = recurrent._recurrent_sequence_tiles(40, 70, interpreted=False)
-    assert (block_b, block_h) == (32, {"small": 32, "base": 64, "large": 128}[tiles])
+    block_b, block_h, *_, spread = recurrent._recurrent_sequence_tiles(40, 70, 2, torch.empty(0))
+    assert (block_b, block_h, spread) == (32, {"small": 32, "base": 64, "large": 128}[tiles], False)
     torch_cls = getattr(nn, kind)
     torch.manual_seed(0)
     theirs = torch_cls(6, 70, bidirectional=True).eval()
@@ -106,6 +106,18 @@ def test_recurrent_layers_at_the_gpus_tiles(gpu_tiles, monkeypatch, kind, tiles)
     with torch.no_grad():
         expected = theirs(x)
     assert_matches(layout_only(ours, x), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize(("multiprocessors", "spread"), [(132, True), (11, False)])
+def test_spread_recurrent_steps_only_where_every_program_fits(gpu_tiles, monkeypatch,
+                                                              multiprocessors, spread):  # fmt: skip
+    """Under KB_RECURRENT "spread" the programs of a step wait on one another, so all must be on
+    the GPU at once: 70 units in tiles of 32 (3), 40 rows in blocks of 32 (2), two directions make
+    12 programs; on a GPU of fewer multiprocessors one program per rows walks every unit."""
+    monkeypatch.setattr(recurrent, "KB_RECURRENT", "spread")
+    monkeypatch.setattr(recurrent, "_recurrent_multiprocessors", lambda device: multiprocessors)
+    block_b, block_h, *_, spreads = recurrent._recurrent_sequence_tiles(40, 70, 2, torch.empty(0))
+    assert (block_b, block_h, spreads) == (32, 32 if spread else 64, spread)
 
 
 def test_the_interpreters_wide_tiles_span_several_programs():

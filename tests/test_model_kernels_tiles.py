@@ -120,6 +120,13 @@ def test_spread_recurrent_steps_only_where_every_program_fits(gpu_tiles, monkeyp
     assert (block_b, block_h, spreads) == (32, 32 if spread else 64, spread)
 
 
+def test_the_compile_box_plans_spread_steps_as_a_gpu_that_holds_them(monkeypatch):
+    """On meta tensors (the compile box, no GPU to ask) a spread plan is compiled as planned."""
+    monkeypatch.setattr(recurrent, "KB_RECURRENT", "spread")
+    *_, spread = recurrent._recurrent_sequence_tiles(40, 70, 2, torch.empty(0, device="meta"))
+    assert spread
+
+
 def test_the_interpreters_wide_tiles_span_several_programs():
     """Outputs past one wide program land where they belong."""
     assert common.KB_INTERPRETER_TILE == 1 << 17  # the counts below assume it

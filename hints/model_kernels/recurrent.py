@@ -304,6 +304,10 @@ def _recurrent_sequence_tiles(B: int, H: int, directions: int, x) -> tuple:
 
 @functools.lru_cache
 def _recurrent_multiprocessors(device) -> int:
+    """The GPU's multiprocessors; on the compile box's meta tensors, no limit (it compiles what
+    a GPU that holds the plan runs)."""
+    if device.type != "cuda":
+        return 1 << 30
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 

@@ -92,15 +92,14 @@ def elman_loop(loop: ast.For, attrs: dict, imports) -> ElmanLoop | None:
         for stmt in chain:
             name, value = assignment(stmt)
             module = row_wise_module(value, current, attrs)
-            if name is None or module is None:
+            if module is None or name in {None, t, combined, state, inputs, *temporaries}:
                 return None
             row_wise.append(module)
             temporaries.add(name)
             current = name
         if outputs is None or last != current:
             return None
-    bound = {t, combined, state, inputs, *temporaries}
-    if outputs in bound or len(temporaries - {t, combined}) != len(row_wise):
+    if outputs in {t, combined, state, inputs, *temporaries}:
         return None
     return ElmanLoop(steps, inputs, state, linear, act, stepped[0] == 0, row_wise, outputs,
                      temporaries)  # fmt: skip

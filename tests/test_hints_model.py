@@ -392,8 +392,14 @@ def test_an_elman_loop_over_time_becomes_one_recurrence(form, tmp_path):
             "            ys.append(h.sum(0))",
             "torch.stack(ys)",
         ),
+        # a row-wise module applied to the state itself: the next step reads it
+        (
+            "c = torch.cat((x[t], h), dim=1)\n            h = torch.tanh(self.i2h(c))\n"
+            "            h = self.tanh(h)\n            ys.append(h)",
+            "torch.stack(ys)",
+        ),
     ],
-    ids=["read-after", "not-elman", "not-row-wise"],
+    ids=["read-after", "not-elman", "not-row-wise", "state-rebound"],
 )
 def test_a_loop_that_is_not_an_elman_recurrence_stays_a_loop(step, result, tmp_path):
     target = load_problem(str(loop_problem(tmp_path, step, result)))

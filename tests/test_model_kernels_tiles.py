@@ -120,6 +120,22 @@ def test_spread_recurrent_steps_only_where_every_program_fits(gpu_tiles, monkeyp
     assert (block_b, block_h, spreads) == (32, 32 if spread else 64, spread)
 
 
+def test_spread_programs_that_wait_in_vain_give_up_with_a_wrong_answer(gpu_tiles, monkeypatch):
+    """Spread programs that are not all on the GPU at once wait for one another forever, but for
+    the spin limit: past it they go on, and the answer is wrong (the gate refuses it) rather than
+    a hang. The interpreter runs one program at a time, as such a GPU would."""
+    monkeypatch.setattr(recurrent, "KB_RECURRENT", "spread")
+    monkeypatch.setattr(recurrent, "_recurrent_multiprocessors", lambda device: 132)
+    monkeypatch.setattr(recurrent, "_recurrent_SPIN_LIMIT", 2)
+    torch.manual_seed(0)
+    theirs = nn.GRU(6, 70).eval()
+    ours = recurrent.KbGRU(6, 70).eval()
+    ours.load_state_dict(theirs.state_dict())
+    x = torch.randn(3, 4, 6)
+    with torch.no_grad():
+        assert not torch.allclose(ours(x)[0], theirs(x)[0], atol=1e-3)
+
+
 def test_the_compile_box_plans_spread_steps_as_a_gpu_that_holds_them(monkeypatch):
     """On meta tensors (the compile box, no GPU to ask) a spread plan is compiled as planned."""
     monkeypatch.setattr(recurrent, "KB_RECURRENT", "spread")

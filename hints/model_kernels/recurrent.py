@@ -31,6 +31,10 @@ _recurrent_PROJECTION_TILE = 64
 # every tile of its rows' units, or under KB_RECURRENT "spread" owns one.
 _recurrent_GPU_TILES = {"small": (32, 4), "base": (64, 4), "large": (128, 8)}
 _recurrent_SPREAD_TILES = {"small": (16, 4), "base": (32, 4), "large": (64, 4)}
+# How many times a spread program reads its step's counter before it gives up waiting (seconds
+# on a GPU, where a step's wait is microseconds): a GPU that does not hold every program at once
+# then gets a wrong answer, which the gate refuses, rather than a hang.
+_recurrent_SPIN_LIMIT = 1 << 22
 
 
 @triton.jit
@@ -130,7 +134,7 @@ def _recurrent_gru_cell(
 def _recurrent_sequence_kernel(
     gx_ptr, gx_sb, w_fwd, w_bwd, w_sn, b_hh_fwd, b_hh_bwd,
     out_ptr, out_st, out_sb, h0_ptr, hn_ptr, c0_ptr, c_work_ptr, cn_ptr, sync_ptr, T, B, H,
-    MODE: tl.constexpr, HAS_BIAS: tl.constexpr, SPREAD: tl.constexpr,
+    MODE: tl.constexpr, HAS_BIAS: tl.constexpr, SPREAD: tl.constexpr, SPIN_LIMIT: tl.constexpr,
     BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
@@ -140,7 +144,8 @@ def _recurrent_sequence_kernel(
     that this program wrote (in out[t]) past a barrier, and no program waits on another. With
     SPREAD each program owns a tile of units (axis 0) and the programs of the same rows and
     direction meet after each step at a counter of sync (int32 zeros, one per rows and
-    direction): all of them must be resident at once. h_prev is h0 at the first step, c_prev c0;
+    direction): all of them must be resident at once (a program gives up after SPIN_LIMIT reads
+    of the counter). h_prev is h0 at the first step, c_prev c0;
     c ping-pongs between the halves of c_work (a step never overwrites what another unit tile of
     it still reads). h_n and c_n take the last step's h and c. MODE: 0 tanh RNN, 1 relu RNN, 2
     LSTM, 3 GRU. h0, h_n, c0, c_n and each half of c_work are contiguous (D, B, H); gx is (D, T,
@@ -200,8 +205,11 @@ def _recurrent_sequence_kernel(
         if SPREAD:
             tl.atomic_add(sync, 1, sem="release", scope="gpu")
             arrived = (step + 1) * tl.num_programs(0)
-            while tl.atomic_add(sync, 0, sem="acquire", scope="gpu") < arrived:
-                pass
+            spins = 0
+            while (tl.atomic_add(sync, 0, sem="acquire", scope="gpu") < arrived) & (
+                spins < SPIN_LIMIT
+            ):
+                spins += 1
             tl.debug_barrier()
         h_rows = out_ptr + t * out_st + d * H + batch * out_sb
 
@@ -334,6 +342,7 @@ def _recurrent_run_layer(mode: str, x, out, params: dict, h0, hn, c0, cn) -> Non
         gx, gates * H, *w_hh, w_hh[0].stride(0), *b_hh,
         out, out.stride(0), out.stride(1), h0, hn, c0, c_work, cn, sync, T, B, H,
         MODE=_recurrent_MODE[mode], HAS_BIAS=has_hh_bias, SPREAD=spread,
+        SPIN_LIMIT=_recurrent_SPIN_LIMIT,
         BLOCK_B=block_b, BLOCK_H=block_h, BLOCK_K=block_k, PRECISION=KB_DOT_PRECISION,
         num_warps=warps,
     )  # fmt: skip

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch.nn as nn
 
 from engine.problems.trace import canonical_op
-from hints.model_source import is_function, torch_object
+from hints.model_source import assigned, is_function, torch_object
 
 # The recurrences' activations: by module class, and by torch function (canonical op).
 STATE_ACTIVATIONS = {"Tanh": "tanh", "ReLU": "relu"}
@@ -71,8 +71,8 @@ def elman_loop(loop: ast.For, attrs: dict, imports) -> ElmanLoop | None:
         return None
     t = loop.target.id
     first, update, *after = loop.body
-    combined, cat = assignment(first)
-    state, value = assignment(update)
+    combined, cat = assigned(first)
+    state, value = assigned(update)
     operands = concatenated(cat, imports)
     if combined is None or state is None or operands is None:
         return None
@@ -90,7 +90,7 @@ def elman_loop(loop: ast.For, attrs: dict, imports) -> ElmanLoop | None:
         outputs, last = appended(append)
         current = state
         for stmt in chain:
-            name, value = assignment(stmt)
+            name, value = assigned(stmt)
             module = row_wise_module(value, current, attrs)
             if module is None or name in {None, t, combined, state, inputs, *temporaries}:
                 return None
@@ -131,14 +131,6 @@ def range_bound(loop: ast.For) -> ast.expr | None:
     if loop.orelse or not (isinstance(it, ast.Call) and is_name(it.func, "range")):
         return None
     return it.args[0] if len(it.args) == 1 and not it.keywords else None
-
-
-def assignment(stmt) -> tuple[str | None, ast.expr | None]:
-    """(name, value) of `name = value`."""
-    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-        if isinstance(stmt.targets[0], ast.Name):
-            return stmt.targets[0].id, stmt.value
-    return None, None
 
 
 def concatenated(value, imports) -> list[ast.expr] | None:

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from engine.problems.trace import canonical_op
-from hints.model_source import assigned, is_function, torch_object
+from hints.model_source import assigned, torch_function_op
 
 # The recurrences' activations: by module class, and by torch function (canonical op).
 STATE_ACTIVATIONS = {"Tanh": "tanh", "ReLU": "relu"}
@@ -156,21 +155,14 @@ def activation_of_linear(value, combined: str, attrs: dict, imports):
     if is_self_attribute(value.func) and not value.keywords:
         act = STATE_ACTIVATIONS.get(attrs.get(value.func.attr))
     elif all(k.arg == "inplace" for k in value.keywords):
-        path = imports.resolve(value.func)
-        act = torch_activation(path) if path else None
+        op = torch_function_op(imports.resolve(value.func))
+        act = op if op in STATE_ACTIVATIONS.values() else None
     inner = value.args[0]
     if act is None or not (isinstance(inner, ast.Call) and is_self_attribute(inner.func)):
         return None
     if attrs.get(inner.func.attr) != "Linear" or inner.keywords or len(inner.args) != 1:
         return None
     return (inner.func, act) if is_name(inner.args[0], combined) else None
-
-
-def torch_activation(path: str) -> str | None:
-    """The state activation a torch function's path names (torch.tanh, F.relu), if any."""
-    obj = torch_object(path) if path.startswith("torch.") else None
-    op = canonical_op(obj) if is_function(obj) else None
-    return op if op in STATE_ACTIVATIONS.values() else None
 
 
 def row_wise_module(value, current: str, attrs: dict) -> ast.expr | None:

@@ -97,6 +97,13 @@ def is_function(obj) -> bool:
     return callable(obj) and not isinstance(obj, type)
 
 
+def torch_function_op(path: str | None) -> str | None:
+    """The canonical op of the torch function a resolved path names (`torch.tanh`, `F.relu`),
+    or None."""
+    obj = torch_object(path) if path and path.startswith("torch.") else None
+    return canonical_op(obj) if is_function(obj) else None
+
+
 def is_module_class(obj) -> bool:
     return isinstance(obj, type) and issubclass(obj, torch.nn.Module)
 
@@ -242,10 +249,10 @@ class Launches(ast.NodeTransformer):
         if path in THIRD_PARTY_LAUNCHERS:
             name = self.use(THIRD_PARTY_LAUNCHERS[path], path, node)
             return ast.copy_location(call(name, node.args, node.keywords), node)
-        obj = torch_object(path) if path.startswith("torch.") else None
-        if not is_function(obj) or not computes(canonical_op(obj)):
+        op = torch_function_op(path)
+        if op is None or not computes(op):
             return node
-        name = self.use(launcher(canonical_op(obj)), path, node)
+        name = self.use(launcher(op), path, node)
         launch = ast.copy_location(call(name, node.args, node.keywords), node)
         in_place = path.endswith("_") and node.args and "inplace" not in path
         return self.into(node.args[0], launch) if in_place else launch
@@ -519,7 +526,6 @@ class Fusion:
     def __init__(self, submodules: dict, library: frozenset[str]):
         self.submodules = submodules  # the problem's class -> attribute -> module class
         self.enabled = FUSION_NEEDS <= library
-        self.used = False
         self.launchers: set[str] = set()  # library names the fused calls use or pass on
 
     def attributes(self, qualname: str) -> dict:
@@ -553,9 +559,7 @@ class Fusion:
             if found is None:
                 return None
             return Step(found, node.func, lambda e: ast.Call(node.func, [e], [])), inner
-        path = imports.resolve(node.func)
-        obj = torch_object(path) if path and path.startswith("torch.") else None
-        op = canonical_op(obj) if is_function(obj) else None
+        op = torch_function_op(imports.resolve(node.func))
         if op in CONV_ACTIVATIONS.values() and all(k.arg == "inplace" for k in node.keywords):
             wrap = lambda e: ast.Call(node.func, [e], node.keywords)  # noqa: E731
             self.launchers.add(launcher(op))
@@ -581,7 +585,6 @@ class Fusion:
                 base, k = steps[k].wrap(base), k + 1
                 continue
             run, k = steps[k : k + n], k + n
-            self.used = True
             if run[0].kind == "linear":
                 base = self.calling("kb_model_linear", [base, run[0].value, run[1].value])
                 continue

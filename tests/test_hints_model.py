@@ -405,4 +405,3 @@ def test_a_loop_that_is_not_an_elman_recurrence_stays_a_loop(step, result, tmp_p
     target = load_problem(str(loop_problem(tmp_path, step, result)))
     source = model.REWRITE.render(model.match(target))
     assert "kb_elman_sequence" not in source and "for t in" in source
-    candidate_error(target, source, tmp_path)

@@ -32,5 +32,12 @@ def command_line(pid: int) -> str:
 
 
 def alive(pids: set[int]) -> set[int]:
-    return {pid for pid in pids if (Path("/proc") / str(pid)).exists() and
-            " Z " not in (Path("/proc") / str(pid) / "stat").read_text()}  # fmt: skip
+    return {pid for pid in pids if _running(pid)}
+
+
+def _running(pid: int) -> bool:
+    """Neither gone nor a zombie; a process may go while its stat is read (ESRCH)."""
+    try:
+        return " Z " not in (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False

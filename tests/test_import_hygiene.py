@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("engine", "kbtui", "hints")
 # Bottom to top: a module may import from its own floor and the floors below it.
 FLOORS = (
-    ("engine.errors", "engine.settings"),  # errors and KERNELBRAIN_* variables: stdlib only
+    # errors, KERNELBRAIN_* variables and the interpreter's workarounds: stdlib only
+    ("engine.errors", "engine.settings", "engine.cpython_fixes"),
     ("engine.runner",),  # mounted alone in the sandbox: stdlib, torch and triton only
     ("engine.problems", "engine.jobs", "engine.records", "engine.session_files"),
     ("engine.gate", "engine.timing", "hints", "engine.session"),
@@ -49,7 +50,7 @@ MODULES = {
     module_name(path): path
     for package in PACKAGES
     for path in sorted((REPO / package).rglob("*.py"))
-    if module_name(path) != "engine"  # the bare namespace: it imports nothing
+    if module_name(path) != "engine"  # the bare namespace: it imports engine.cpython_fixes only
 }
 
 

@@ -225,19 +225,25 @@ def match(problem) -> Match | None:
     return Match(NAME, {"model_source": found.text, "kernels": found.names})
 
 
-def model_new(text: str) -> str:
+def model_new(text: str, graphed: bool = False) -> str:
     """ModelNew: Model itself (whose modules are Kb modules and whose forward launches the
-    library's kernels), with Model's constructor and forward parameters."""
+    library's kernels), with Model's constructor and forward parameters; `graphed`, its forward
+    replayed as a CUDA graph where it may be (hints/model_kernels/graphs.py)."""
     tree = ast.parse(text)
     model = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
-    lines = ["class ModelNew(Model):"]
-    for method in ("__init__", "forward"):
-        args = method_args(model, method)
-        passed = call_arguments(args, args)
-        call = f"super().{method}({passed})"
-        lines += [f"    def {method}({ast.unparse(args)}):",
-                  f"        {call if method == '__init__' else 'return ' + call}", ""]  # fmt: skip
-    return "\n".join(lines[:-1]) + "\n"
+    init, forward = (method_args(model, method) for method in ("__init__", "forward"))
+    passed = call_arguments(forward, forward)
+    call = f"super().forward({passed})"
+    if graphed:
+        call = f"kb_graphed(self, super().forward, {passed})"
+    return "\n".join([
+        "class ModelNew(Model):",
+        f"    def __init__({ast.unparse(init)}):",
+        f"        super().__init__({call_arguments(init, init)})",
+        "",
+        f"    def forward({ast.unparse(forward)}):",
+        f"        return {call}",
+    ]) + "\n"  # fmt: skip
 
 
 # Parameters that only one group of the library reads, by that group.
@@ -265,16 +271,18 @@ class ModelStrategy(Strategy):
 
     def render(self, match: Match, params: dict | None = None) -> str:
         chosen = {**self.defaults(), **(params or {})}
+        graphed = chosen["graphs"] == "on"
         library = model_library.embed(
-            match.facts["kernels"], chosen["precision"], chosen["tiles"],
-            chosen.get("conv_precision"), chosen.get("recurrent", "single"),
+            {*match.facts["kernels"], *(("kb_graphed",) if graphed else ())},
+            chosen["precision"], chosen["tiles"], chosen.get("conv_precision"),
+            chosen.get("recurrent", "single"),
         )  # fmt: skip
         source = "\n\n".join([
             library.rstrip(),
             "# The problem's own code, rewritten (hints.model): nn modules built as the library's"
             "\n# Kb modules, torch computations as calls of its kb_ launchers.\n"
             + match.facts["model_source"].rstrip(),
-            model_new(match.facts["model_source"]),
+            model_new(match.facts["model_source"], graphed),
         ])  # fmt: skip
         ast.parse(source)  # what we wrote must parse: anything else is a bug here
         return source
@@ -304,14 +312,19 @@ REWRITE = ModelStrategy(
         # a recurrent layer's steps on a GPU: one program per block of rows walks every unit, or
         # programs that own a tile of units each meet after each step (KB_RECURRENT)
         Param("recurrent", ("single", "spread"), "single"),
+        # forward replayed as one CUDA graph on a GPU: a launch's host work, paid once
+        Param("graphs", ("off", "on"), "off"),
     ),
     # On an H100, Triton 3.6 compiled the conv kernel's padded 3x3 products wrong at the base
     # and large plans and right at the small one (docs/results/kernelbench_level3_gpu/,
     # session 50; unpipelined since session 51, all are right): so that a plan the compiler gets
     # wrong does not end a search at its first candidate, a model's first round holds the small
     # plan too. A recurrent model's first round holds its steps spread too: one program walking
-    # every step was 0.15-0.59x eager on an H100 (session 51).
-    gpu_coarse_variants=({"tiles": "small"}, {"recurrent": "spread"}),
+    # every step was 0.15-0.59x eager on an H100 (session 51). And every model's holds its
+    # forward as a CUDA graph: at KernelBench's batches most models launch dozens of kernels of
+    # microseconds each (28_VisionTransformer: 60 a call, 0.27x eager at rung 0 on an H100,
+    # whatever the tiles), where the launches' host work decides the time.
+    gpu_coarse_variants=({"tiles": "small"}, {"recurrent": "spread"}, {"graphs": "on"}),
 )
 
 FAMILY = Family(

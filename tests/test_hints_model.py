@@ -198,6 +198,26 @@ def test_recognises_a_model_and_renders_a_standalone_candidate(tmp_path):
     assert static_check(target, source) is None
 
 
+def test_a_graphed_forward_runs_as_written_off_a_gpu_and_under_the_judges_checks(tmp_path):
+    """graphs "on" hands ModelNew's forward to kb_graphed, which replays it as a CUDA graph on a
+    GPU only: on the cpu (and under any torch function mode, the judge's checks among them)
+    forward runs as written, so the candidate passes the gate there and keeps no graph."""
+    target = load_problem(str(problem_file(tmp_path, "return torch.relu(self.fc(x)) * 2",
+                                           "self.fc = nn.Linear(8, 8)")))  # fmt: skip
+    source = model.REWRITE.render(model.match(target), {"graphs": "on"})
+    assert "return kb_graphed(self, super().forward, x)" in source
+    assert static_check(target, source) is None
+    candidate_error(target, source, tmp_path)
+    candidate = load_candidate(source)
+    torch.manual_seed(0)
+    new, x = candidate.ModelNew().eval(), torch.randn(4, 8)
+    with torch.no_grad():
+        expected = torch.relu(new.fc(x)) * 2
+        for _ in range(3):
+            torch.testing.assert_close(new(x), expected)
+    assert getattr(new, "_kb_graph", None) is None
+
+
 def test_a_constructor_that_reads_values_is_traced_and_recognised(tmp_path):
     """The meta device cannot run `.item()` (Swin's drop-path rates): such a Model is built on
     the cpu for tracing, and loads and is recognised like any other."""

@@ -244,13 +244,17 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
     the default alone, without TF32. A model without convolutions has no conv_precision; one
     with a recurrent layer starts on a GPU with its steps spread over programs too, and one
-    without has no such parameter."""
+    without has no such parameter. On a GPU every model starts with its forward as a CUDA graph
+    too (its launches' host work paid once); on the cpu, never."""
     level3 = TESTS / "problems_kernelbench" / "level3"
     resnet = load_problem(str(level3 / "8_ResNetBasicBlock.py"))
     request = GenerationRequest(resnet, "coarse", 0, random.Random(0))
     on_gpu = OfflineGenerator(resnet, backend="cuda").propose(request).proposals
-    assert [(p.params["conv_precision"], p.params["tiles"]) for p in on_gpu] == [
-        ("tf32", "base"), ("tf32x3", "base"), ("tf32", "small")]  # fmt: skip
+    assert [(p.params["conv_precision"], p.params["tiles"], p.params["graphs"])
+            for p in on_gpu] == [("tf32", "base", "off"), ("tf32x3", "base", "off"),
+                                 ("tf32", "small", "off"), ("tf32", "base", "on")]  # fmt: skip
+    assert "return kb_graphed(self, super().forward, x)" in on_gpu[3].source
+    assert "kb_graphed" not in on_gpu[0].source
     assert {p.params["precision"] for p in on_gpu} == {"tf32x3"}
     assert "KB_CONV_PRECISION = 'tf32'" in on_gpu[0].source
     assert "KB_TILES = 'small'" in on_gpu[2].source
@@ -258,17 +262,20 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     assert infer_precision(on_gpu[1].source) == "tf32x3"
     (on_cpu,) = OfflineGenerator(resnet, backend="cpu").propose(request).proposals
     assert (on_cpu.params["conv_precision"], on_cpu.params["precision"]) == ("tf32x3", "tf32x3")
+    assert on_cpu.params["graphs"] == "off"
     mlp = load_problem(str(level3 / "1_MLP.py"))
     request = GenerationRequest(mlp, "coarse", 0, random.Random(0))
     proposals = OfflineGenerator(mlp, backend="cuda").propose(request).proposals
-    assert [p.params["tiles"] for p in proposals] == ["base", "small"]
+    assert [(p.params["tiles"], p.params["graphs"]) for p in proposals] == [
+        ("base", "off"), ("small", "off"), ("base", "on")]  # fmt: skip
     assert all("conv_precision" not in p.params for p in proposals)
     assert not any("recurrent" in p.params for p in [*on_gpu, on_cpu, *proposals])
     gru = load_problem(str(level3 / "39_GRU.py"))
     request = GenerationRequest(gru, "coarse", 0, random.Random(0))
     proposals = OfflineGenerator(gru, backend="cuda").propose(request).proposals
-    assert [(p.params["recurrent"], p.params["tiles"]) for p in proposals] == [
-        ("single", "base"), ("single", "small"), ("spread", "base")]  # fmt: skip
+    assert [(p.params["recurrent"], p.params["tiles"], p.params["graphs"]) for p in proposals] == [
+        ("single", "base", "off"), ("single", "small", "off"), ("spread", "base", "off"),
+        ("single", "base", "on")]  # fmt: skip
     assert "KB_RECURRENT = 'spread'" in proposals[2].source
     (on_cpu,) = OfflineGenerator(gru, backend="cpu").propose(request).proposals
     assert on_cpu.params["recurrent"] == "single"

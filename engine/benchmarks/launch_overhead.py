@@ -4,14 +4,24 @@ replaced by a launch that does nothing and the GPU's tile plans chosen (no GPU n
 at a small batch launches dozens of kernels a call, so this time is a floor on its call.
 
     python -m engine.benchmarks.launch_overhead [--calls N]
+    python -m engine.benchmarks.launch_overhead --model FILE.py [FILE.py ...]
 
-One line per launcher: microseconds a call (the least of 5 rounds of N calls)."""
+One line per launcher: microseconds a call (the least of 5 rounds of N calls). With --model, one
+line per problem file: its first offline proposal for a GPU, built at the file's own size on meta
+tensors, with Triton's launch path up to the launch itself (arguments bound, specialized and
+looked up in the kernel cache; engine.runner.compile_only, each kernel compiled for sm_90 on the
+first call): the launches of one forward call and its host time."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
+import random
+import tempfile
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -91,10 +101,64 @@ def per_call_us(fn, calls: int) -> float:
     return min(rounds)  # the machine's noise only adds
 
 
+def model_call(path: str, folder: Path, calls: int) -> tuple[int, float]:
+    """(launches, host ms) of one forward call of `path`'s first proposal for a GPU on meta
+    tensors, in compile-only mode (which this process keeps: Triton's launches compile from here
+    on)."""
+    from engine.generate.base import GenerationRequest
+    from engine.generate.offline import OfflineGenerator
+    from engine.problems import load_problem
+    from engine.runner import compile_only
+
+    problem = load_problem(path)
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    candidate = folder / f"{Path(path).stem}_candidate.py"
+    candidate.write_text(OfflineGenerator(problem, "cuda").propose(request).proposals[0].source)
+    os.environ.setdefault(compile_only.TARGET_VARIABLE, "cuda:90:32")
+    compile_only.enter()
+    reference, module = _load("reference", Path(path)), _load("candidate", candidate)
+    with torch.device("meta"):
+        model = module.ModelNew(*reference.get_init_inputs()).eval()
+    inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+    run, launches = triton.runtime.jit.JITFunction.run, [0]
+
+    def counted(self, *args, **kwargs):
+        launches[0] += 1
+        return run(self, *args, **kwargs)
+
+    triton.runtime.jit.JITFunction.run = counted
+    try:
+        with torch.no_grad():
+            model(*inputs)  # compiles
+            launches[0] = 0
+            model(*inputs)
+    finally:
+        triton.runtime.jit.JITFunction.run = run
+    with torch.no_grad():
+        return launches[0], per_call_us(lambda: model(*inputs), calls) / 1e3
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="launch_overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--model", nargs="+", metavar="FILE", help="problem files, whole")
     args = parser.parse_args(argv)
+    if args.model and os.environ.get("TRITON_INTERPRET") == "1":
+        parser.error("--model compiles the kernels for sm_90: run it without TRITON_INTERPRET=1")
+    if args.model:
+        with tempfile.TemporaryDirectory() as folder:
+            for path in args.model:
+                launches, ms = model_call(path, Path(folder), max(1, args.calls // 20))
+                print(f"{Path(path).stem}: {launches} launches, {ms:.2f} ms a call "
+                      f"({ms * 1e3 / max(launches, 1):.0f} us a launch)", flush=True)  # fmt: skip
+        return 0
     with torch.no_grad(), launches_stubbed():
         for name, fn in cases().items():
             fn()  # first-call work (caches) apart

@@ -103,6 +103,18 @@ def _matmul_as_4d(t):
     return t.reshape(-1, *t.shape[-3:]) if t.dim() > 4 else t
 
 
+def _matmul_operand(t, shape):
+    """t broadcast to `shape` [*batch, rows, cols], and its [outer, inner, rows, cols] strides:
+    0 where t has size 1 or no dim (a broadcast), leading batch dims merged beyond four (a copy
+    where their strides do not merge). Up to four dims it takes no tensor op: a launch's host
+    time is most of a small model's call."""
+    if len(shape) > 4:
+        t = t.expand(shape).reshape(-1, *shape[-3:])
+    strides = tuple(0 if size == 1 else stride for size, stride in zip(t.shape, t.stride(),
+                                                                       strict=True))  # fmt: skip
+    return t, (0,) * (4 - len(strides)) + strides
+
+
 def _matmul_config(M, N, K, interpreted):
     """Tiles and launch settings: tiles of _matmul_GPU_TILES[KB_TILES] x 32 (256 x 256 x 32 in
     the interpreter), cut to the problem (>= 16: tl.dot's least). In the interpreter a deeper
@@ -129,14 +141,17 @@ def _matmul_launch(a, b, out, bias, alpha, beta, act):
     if out.numel() == 0:
         return out
     has_bias = bias is not None and beta != 0
-    a4, b4, c4 = _matmul_as_4d(a), _matmul_as_4d(b), _matmul_as_4d(out)
-    d4 = _matmul_as_4d(bias.expand(out.shape)) if has_bias else c4
+    batch = out.shape[:-2]
+    a, a_strides = _matmul_operand(a, (*batch, M, K))
+    b, b_strides = _matmul_operand(b, (*batch, K, N))
+    c, c_strides = _matmul_operand(out, out.shape)
+    d, d_strides = _matmul_operand(bias, out.shape) if has_bias else (c, c_strides)
     config = _matmul_config(M, N, K, kb_interpreted(out))
-    batch = c4.shape[0] * c4.shape[1]
-    grid = (batch * kb_cdiv(M, config["BLOCK_M"]) * kb_cdiv(N, config["BLOCK_N"]),)
+    products = math.prod(batch)
+    grid = (products * kb_cdiv(M, config["BLOCK_M"]) * kb_cdiv(N, config["BLOCK_N"]),)
     _matmul_kernel[grid](
-        a4, b4, d4, c4, M, N, K, c4.shape[1], float(alpha), float(beta),
-        *a4.stride(), *b4.stride(), *d4.stride(), *c4.stride(),
+        a, b, d, c, M, N, K, batch[-1] if batch else 1, float(alpha), float(beta),
+        *a_strides, *b_strides, *d_strides, *c_strides,
         HAS_BIAS=has_bias, ACT=act, PRECISION=KB_DOT_PRECISION, GROUP_M=_matmul_GROUP_M, **config,
     )  # fmt: skip
     return out
@@ -165,8 +180,6 @@ def _matmul_product(a, b, bias=None, alpha=1, beta=1, act="none"):
         rows = bias.reshape(-1, N) if bias is not None else None
         _matmul_launch(a.reshape(-1, K), b, out.view(-1, N), rows, alpha, beta, act)
         return out
-    a = a.expand(*batch, M, K)
-    b = b.expand(*batch, K, N)
     return _matmul_launch(a, b, out, bias, alpha, beta, act)
 
 

@@ -39,6 +39,8 @@ def _graphs_copy(out):
         return out.clone()
     if isinstance(out, (tuple, list)):
         return type(out)(_graphs_copy(o) for o in out)
+    if isinstance(out, dict):
+        return {key: _graphs_copy(value) for key, value in out.items()}
     return out
 
 
@@ -48,9 +50,18 @@ class _graphs_Replay:
     def __init__(self, forward, values, keywords):
         self.forward, self.keywords = forward, keywords
         self.inputs = [torch.empty_like(v) if isinstance(v, torch.Tensor) else v for v in values]
+        self._copy_in(values)
+        # Once as written on the graph's own inputs first: a kernel specialized for their
+        # addresses (16-byte alignment) compiles and loads here, never inside the capture.
+        self._call(self.inputs)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph, capture_error_mode="thread_local"):
             self.outputs = self._call(self.inputs)
+
+    def _copy_in(self, values):
+        for static, value in zip(self.inputs, values, strict=True):
+            if isinstance(static, torch.Tensor):
+                static.copy_(value)
 
     def _call(self, values):
         split = len(values) - len(self.keywords)
@@ -58,9 +69,7 @@ class _graphs_Replay:
         return self.forward(*values[:split], **keywords)
 
     def __call__(self, values):
-        for static, value in zip(self.inputs, values, strict=True):
-            if isinstance(static, torch.Tensor):
-                static.copy_(value)
+        self._copy_in(values)
         self.graph.replay()
         return _graphs_copy(self.outputs)
 

@@ -60,7 +60,7 @@ def check(path: str, bracket: Bracket) -> None:
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = reference.Model(*reference.get_init_inputs()).eval()
-    times = {"eager": median_ms(bracket, model, reference.get_inputs())}
+        times = {"eager": median_ms(bracket, model, reference.get_inputs())}
     for graphs in ("off", "on"):
         candidate = load(f"candidate_{graphs}", proposal(problem, graphs))
         with torch.device(DEVICE):

@@ -222,7 +222,8 @@ def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision(
     problem = load_problem(str(TESTS / "problems_kernelbench" / "level3" / "1_MLP.py"))
     first = coarse(problem)[0]
     assert first.origin == "model.rewrite" and first.params == {"precision": "tf32x3",
-                                                                  "tiles": "base"}  # fmt: skip
+                                                                  "tiles": "base",
+                                                                  "graphs": "off"}  # fmt: skip
 
     def mutate(diagnosis):
         parent = ParentInfo("c0001", first.source, first.origin, first.params, [], diagnosis)

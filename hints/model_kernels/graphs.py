@@ -7,8 +7,9 @@ returns copies of its outputs (the next replay overwrites the graph's).
 
 Forward runs as written, always, on the CPU, with autograd recording, in training mode, for
 arguments that are not tensors or plain values, and while a torch function mode is active (the
-judge's checks of a call, a profiler's mode): a replay would hide the call's work from the mode,
-and a capture would take the mode's own work into the graph. A graph reads the parameters where
+judge's checks of a call, a profiler's mode, `with torch.device(...)` or a default device set):
+a replay would hide the call's work from the mode, and a capture would take the mode's own work
+into the graph. A graph reads the parameters where
 they were at its capture: changes in place (`load_state_dict`, `copy_`) show, parameters
 replaced by new tensors do not. One graph at a time: a new signature's capture drops the last."""
 

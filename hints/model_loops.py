@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
-from hints.model_source import assigned, torch_function_op
+from hints.model_source import assigned, call, torch_function_op
 
 # The recurrences' activations: by module class, and by torch function (canonical op).
 STATE_ACTIVATIONS = {"Tanh": "tanh", "ReLU": "relu"}
@@ -113,7 +113,7 @@ def rolled(loop: ElmanLoop, fn: ast.FunctionDef) -> list[ast.stmt]:
     args = [name(loop.inputs), name(loop.state), loop.linear, ast.Constant(loop.act), loop.steps,
             ast.Constant(loop.input_first)]  # fmt: skip
     targets = ast.Tuple([name(states, ast.Store()), name(loop.state, ast.Store())], ast.Store())
-    out = [ast.Assign([targets], ast.Call(name(LAUNCHER), args, []))]
+    out = [ast.Assign([targets], call(LAUNCHER, args))]
     if loop.outputs is not None:
         value = name(states)
         for module in loop.row_wise:

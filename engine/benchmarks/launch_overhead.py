@@ -15,7 +15,6 @@ first call): the launches of one forward call and its host time."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import random
 import tempfile
@@ -109,6 +108,7 @@ def model_call(path: str, folder: Path, calls: int) -> tuple[int, float]:
     from engine.generate.offline import OfflineGenerator
     from engine.problems import load_problem
     from engine.runner import compile_only
+    from engine.runner.profile_launch import import_file
 
     problem = load_problem(path)
     request = GenerationRequest(problem, "coarse", 0, random.Random(0))
@@ -116,7 +116,7 @@ def model_call(path: str, folder: Path, calls: int) -> tuple[int, float]:
     candidate.write_text(OfflineGenerator(problem, "cuda").propose(request).proposals[0].source)
     os.environ.setdefault(compile_only.TARGET_VARIABLE, "cuda:90:32")
     compile_only.enter()
-    reference, module = _load("reference", Path(path)), _load("candidate", candidate)
+    reference, module = import_file(path, "reference"), import_file(str(candidate), "candidate")
     with torch.device("meta"):
         model = module.ModelNew(*reference.get_init_inputs()).eval()
     inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
@@ -136,13 +136,6 @@ def model_call(path: str, folder: Path, calls: int) -> tuple[int, float]:
         triton.runtime.jit.JITFunction.run = run
     with torch.no_grad():
         return launches[0], per_call_us(lambda: model(*inputs), calls) / 1e3
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,12 +84,12 @@ def kb_graphed(module, forward, /, *args, **kwargs):
     seen = getattr(module, "_kb_graph_signatures", None)
     if seen is None:
         seen = module._kb_graph_signatures = set()
-    kept = getattr(module, "_kb_graph", None)
-    if kept is not None and kept[0] == signature and not has_torch_function(values):
-        return kept[1](values)
     if signature not in seen or has_torch_function(values):
         seen.add(signature)
         return forward(*args, **kwargs)
+    kept = getattr(module, "_kb_graph", None)
+    if kept is not None and kept[0] == signature:
+        return kept[1](values)
     module._kb_graph = None  # the last signature's graph and its memory go first
     graphed = _graphs_Replay(forward, values, tuple(kwargs))
     module._kb_graph = (signature, graphed)

@@ -9,7 +9,6 @@ time of one call (L2 flushed, synchronized, as the judge's bracket times it).
 KB_DEVICE=cpu (with TRITON_INTERPRET=1) runs it in the interpreter, where forward always runs as
 written."""
 
-import importlib.util
 import os
 import random
 import statistics
@@ -23,6 +22,7 @@ from engine.gate.correctness import reference_float64
 from engine.generate.base import GenerationRequest
 from engine.generate.offline import OfflineGenerator
 from engine.problems import load_problem
+from engine.runner.profile_launch import import_file
 from engine.runner.timer import Bracket
 from hints import model
 
@@ -30,13 +30,10 @@ CALLS = 30
 DEVICE = os.environ.get("KB_DEVICE", "cuda")
 
 
-def load(name: str, source: str):
-    path = Path(f"/tmp/graph_check_{name}.py")
+def load_candidate(name: str, source: str):
+    path = Path(f"/tmp/graph_check_{name}.py")  # Triton reads a kernel's source from its file
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(str(path), name)
 
 
 def proposal(problem, graphs: str) -> str:
@@ -56,13 +53,13 @@ def median_ms(bracket: Bracket, model, inputs) -> float:
 
 def check(path: str, bracket: Bracket) -> None:
     problem = load_problem(path)
-    reference = load("reference", Path(path).read_text())
+    reference = import_file(path, "reference")
     torch.manual_seed(0)
     with torch.device(DEVICE):
         model = reference.Model(*reference.get_init_inputs()).eval()
         times = {"eager": median_ms(bracket, model, reference.get_inputs())}
     for graphs in ("off", "on"):
-        candidate = load(f"candidate_{graphs}", proposal(problem, graphs))
+        candidate = load_candidate(f"candidate_{graphs}", proposal(problem, graphs))
         with torch.device(DEVICE):
             new = candidate.ModelNew(*reference.get_init_inputs()).eval()
         new.load_state_dict(model.state_dict())

@@ -16,8 +16,6 @@ AST_PARSE_RACES = sys.version_info < (3, 11, 8) or (3, 12) <= sys.version_info <
 
 
 def serialize_ast_parse() -> None:
-    if getattr(ast.parse, "serialized", False):
-        return
     parse, lock = ast.parse, threading.Lock()
 
     @functools.wraps(parse)
@@ -25,7 +23,6 @@ def serialize_ast_parse() -> None:
         with lock:
             return parse(*args, **kwargs)
 
-    serialized_parse.serialized = True
     ast.parse = serialized_parse
 
 

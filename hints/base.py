@@ -72,9 +72,11 @@ class Strategy:
     # plan that the GPU's compiler may get wrong where another is right, so that a default that
     # fails does not end the search (mutations start from a passing candidate).
     gpu_coarse_variants: tuple[dict, ...] = ()
+    # Parameter values that a GPU starts from instead of the defaults: what pays only there.
+    gpu_defaults: dict = field(default_factory=dict)
 
-    def defaults(self) -> dict:
-        return {p.name: p.default for p in self.params}
+    def defaults(self, gpu: bool = False) -> dict:
+        return {p.name: p.default for p in self.params} | (self.gpu_defaults if gpu else {})
 
     def for_match(self, match: Match) -> Strategy:
         """The strategy as it applies to `match`: itself, unless some parameters have no effect

@@ -223,7 +223,7 @@ def test_a_whole_model_is_searched_over_its_tile_plans_as_well_as_its_precision(
     first = coarse(problem)[0]
     assert first.origin == "model.rewrite" and first.params == {"precision": "tf32x3",
                                                                   "tiles": "base",
-                                                                  "graphs": "off"}  # fmt: skip
+                                                                  "graphs": "on"}  # fmt: skip
 
     def mutate(diagnosis):
         parent = ParentInfo("c0001", first.source, first.origin, first.params, [], diagnosis)
@@ -245,17 +245,18 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
     the default alone, without TF32. A model without convolutions has no conv_precision; one
     with a recurrent layer starts on a GPU with its steps spread over programs too, and one
-    without has no such parameter. On a GPU every model starts with its forward as a CUDA graph
-    too (its launches' host work paid once); on the cpu, never."""
+    without has no such parameter. On a GPU every model starts from its forward replayed as a CUDA
+    graph (its launches' host work paid once), with forward as written beside; on the cpu it
+    never does."""
     level3 = TESTS / "problems_kernelbench" / "level3"
     resnet = load_problem(str(level3 / "8_ResNetBasicBlock.py"))
     request = GenerationRequest(resnet, "coarse", 0, random.Random(0))
     on_gpu = OfflineGenerator(resnet, backend="cuda").propose(request).proposals
     assert [(p.params["conv_precision"], p.params["tiles"], p.params["graphs"])
-            for p in on_gpu] == [("tf32", "base", "off"), ("tf32x3", "base", "off"),
-                                 ("tf32", "small", "off"), ("tf32", "base", "on")]  # fmt: skip
-    assert "return kb_graphed(self, super().forward, x)" in on_gpu[3].source
-    assert "kb_graphed" not in on_gpu[0].source
+            for p in on_gpu] == [("tf32", "base", "on"), ("tf32x3", "base", "on"),
+                                 ("tf32", "small", "on"), ("tf32", "base", "off")]  # fmt: skip
+    assert "return kb_graphed(self, super().forward, x)" in on_gpu[0].source
+    assert "kb_graphed" not in on_gpu[3].source
     assert {p.params["precision"] for p in on_gpu} == {"tf32x3"}
     assert "KB_CONV_PRECISION = 'tf32'" in on_gpu[0].source
     assert "KB_TILES = 'small'" in on_gpu[2].source
@@ -268,15 +269,15 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     request = GenerationRequest(mlp, "coarse", 0, random.Random(0))
     proposals = OfflineGenerator(mlp, backend="cuda").propose(request).proposals
     assert [(p.params["tiles"], p.params["graphs"]) for p in proposals] == [
-        ("base", "off"), ("small", "off"), ("base", "on")]  # fmt: skip
+        ("base", "on"), ("small", "on"), ("base", "off")]  # fmt: skip
     assert all("conv_precision" not in p.params for p in proposals)
     assert not any("recurrent" in p.params for p in [*on_gpu, on_cpu, *proposals])
     gru = load_problem(str(level3 / "39_GRU.py"))
     request = GenerationRequest(gru, "coarse", 0, random.Random(0))
     proposals = OfflineGenerator(gru, backend="cuda").propose(request).proposals
     assert [(p.params["recurrent"], p.params["tiles"], p.params["graphs"]) for p in proposals] == [
-        ("single", "base", "off"), ("single", "small", "off"), ("spread", "base", "off"),
-        ("single", "base", "on")]  # fmt: skip
+        ("single", "base", "on"), ("single", "small", "on"), ("spread", "base", "on"),
+        ("single", "base", "off")]  # fmt: skip
     assert "KB_RECURRENT = 'spread'" in proposals[2].source
     (on_cpu,) = OfflineGenerator(gru, backend="cpu").propose(request).proposals
     assert on_cpu.params["recurrent"] == "single"

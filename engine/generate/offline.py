@@ -47,7 +47,7 @@ class OfflineGenerator:
         (cuDNN's default), in fp32 on the cpu."""
         self.problem = problem
         self.matches = hints.match_problem(problem)
-        tf32_reference = backend != "cpu"
+        self.gpu = tf32_reference = backend != "cpu"
         # Every applicable strategy as it applies to its match, its precisions narrowed to the
         # session's policy.
         policy = problem.precision_policy
@@ -103,7 +103,7 @@ class OfflineGenerator:
                 yield (
                     strategy,
                     match,
-                    strategy.defaults(),
+                    strategy.defaults(self.gpu),
                     f"{parent.id} shows {why}: try {strategy.name}",
                 )
         if own is None:
@@ -150,10 +150,10 @@ class OfflineGenerator:
 def coarse_moves(applicable: list, policy: str, gpu: bool) -> list:
     """The coarse round: every applicable strategy at its defaults; under strict, one whose
     default precisions hold TF32 (PyTorch computes those products in TF32) in tf32x3 there too,
-    which is sure to pass; on a GPU, its gpu_coarse_variants too."""
+    which is sure to pass; on a GPU, from its gpu_defaults, and its gpu_coarse_variants too."""
     moves = []
     for strategy, match in applicable:
-        defaults = strategy.defaults()
+        defaults = strategy.defaults(gpu)
         moves.append((strategy, match, defaults, f"{strategy.name} at its defaults"))
         tf32 = [p.name for p in strategy.params if p.is_precision and defaults[p.name] == "tf32"]
         if policy == "strict" and tf32:

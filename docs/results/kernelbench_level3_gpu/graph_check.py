@@ -1,8 +1,9 @@
 """Level 3 files' first offline proposal with its forward as written ("graphs" off) and replayed as
 a CUDA graph ("on", hints/model_kernels/graphs.py), beside the Model in eager PyTorch: each one's
 normalized error against the Model in float64 on three input sets of new contents at new
-addresses (the second and third calls are the graph's capture and first replay), and the median
-time of one call (L2 flushed, synchronized, as the judge's bracket times it).
+addresses (with "on", the first call captures the graph and every call replays it; before
+session 54's change, the first ran as written and the second captured), and the median time of
+one call (L2 flushed, synchronized, as the judge's bracket times it).
 
     python docs/results/kernelbench_level3_gpu/graph_check.py FILE.py [FILE.py ...]
 

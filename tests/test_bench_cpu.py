@@ -3,6 +3,7 @@ timing subprocess with torch.compile, the judge timing the kernels), and failure
 fatal."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def test_cpu_bench_with_ablation_through_the_cli(tmp_path):
     assert entry["ladder_best_ms"]["tiny"] == row["best_ms"]
     assert entry["flat_best_ms"]["tiny"]["median"] > 0
     assert "Timings are not meaningful" in (tmp_path / "cpu.md").read_text()
+    assert re.search(r"^softmax: timed in \d+ s of wall$", out.stderr, re.MULTILINE), out.stderr
 
 
 def test_a_failing_torch_compile_is_reported_and_the_others_are_timed(monkeypatch):

@@ -81,6 +81,21 @@ def test_kernels_compiled_ahead_wait_in_the_candidates_own_cache(backend, softma
     assert list(cache_of(backend, source).rglob("softmax_kernel.cubin"))  # kept for its next
 
 
+def test_a_judged_request_compiles_ahead_before_it_holds_the_gpu(backend, softmax):
+    """The bench times a search's best kernel with a judge request of its own, in a fresh cache:
+    its kernels compile in the compile box first, as an evaluation's do, never while the request
+    holds the GPU's turn (every other search's GPU work waits for it)."""
+    refused = (CANDIDATES / "softmax_loop_carried_type.py").read_text()
+    result = backend.judge(softmax, refused, [softmax.size("tiny")], check_seeds=[1])
+    assert result.reason == "compile_error", result.message
+    assert set(result.gpu_seconds) == {"precompile", "compile"}  # no judge work at all
+    source = (CANDIDATES / "softmax_valid.py").read_text().replace("softmax_kernel", "kb_softmax")
+    result = backend.judge(softmax, source, [softmax.size("tiny")], check_seeds=[1])
+    assert result.passed, result.message
+    assert result.gpu_seconds["precompile"] > 0
+    assert list(cache_of(backend, source).rglob("kb_softmax.cubin"))
+
+
 def test_a_candidate_that_needs_real_values_is_left_to_its_timing_runner(backend, softmax):
     source = attacks.candidate("""
         return launch(x.cpu())  # data where it is: meta tensors have none to copy

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from functools import partial
@@ -278,8 +279,10 @@ def bench_problem(plan: BenchPlan, spec: str, problem, log, ceilings: dict, on_s
     log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "
         "size(s)")  # fmt: skip
     sources = timing_sources(ladder, flat)
+    start = time.monotonic()
     times = time_contenders(problem, labels, sources, plan.backend, plan.seed,
                             gpu=plan.gpus[0])  # fmt: skip
+    log(f"{problem.name}: timed in {time.monotonic() - start:.0f} s of wall")
     work = {label: size_work(problem, problem.size(label)) for label in labels}
     rows = problem_rows(problem, ladder, work, times, ceilings)
     ablation = None

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.backends.local import LocalBackend
 from engine.jobs import EvalResult
@@ -29,7 +30,7 @@ from engine.profiler.ncu import (
     ncu_command,
     run_bounded,
 )
-from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE
+from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE, timed_call
 from engine.worker.sandbox import EXCHANGE_PARENT, isolation
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -301,6 +302,22 @@ def censused(tmp_path, monkeypatch, names: list[str]) -> EvalResult:
     finally:
         backend.close()
     return result
+
+
+def test_the_census_sees_forward_called_as_the_judge_times_it():
+    """A forward may branch on the modes: its own kernels in training or under autograd, torch's
+    math where it is timed. The launcher that the census and the profiles run calls forward as
+    the judge's runner times it, in eval mode with autograd off, whatever mode it was built in."""
+    seen = []
+
+    class Branches(torch.nn.Module):
+        def forward(self, x):
+            seen.append((self.training, torch.is_grad_enabled()))
+            return x * 2 if self.training or torch.is_grad_enabled() else torch.mm(x, x)
+
+    model, x = Branches(), torch.eye(2)  # built in training mode, as ModelNew(...) is
+    assert torch.equal(timed_call(model, [x]), x) and timed_call(model, [x]) is not x
+    assert seen == [(False, False), (False, False)]
 
 
 def test_census_runs_every_target_size_in_one_ncu_run(fake_ncu, tmp_path, monkeypatch):

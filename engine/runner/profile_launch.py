@@ -6,7 +6,9 @@ Reads profile.json from the exchange folder ({"problem": file, "candidate": file
 the GPU is this program's (engine.profiler.ncu.run_in_turn); nothing before touches the GPU or
 runs the candidate's code. For each size in turn it builds the inputs on cuda and ModelNew like
 Model, warms up twice (Triton compiles there, or finds the evaluation's kernels in its cache),
-then pushes NVTX_RANGE around exactly one forward call. It writes
+then pushes NVTX_RANGE around exactly one forward call. Every call is made as the judge's timed
+calls are (`timed_call`), so the kernels listed are a timed call's however forward branches on
+the modes. It writes
 facts.json: {"bytes_min": for one size, the bytes of the inputs, the module's parameters and
 buffers and the outputs, which any implementation must move at least once}.
 """
@@ -52,16 +54,25 @@ def import_file(path: str, name: str):
     return module
 
 
+def timed_call(model, inputs: list):
+    """forward(*inputs) as the judge's runner times it (engine.runner.session): the model in eval
+    mode, autograd off."""
+    if isinstance(model, torch.nn.Module):
+        model.eval()
+    with torch.no_grad():
+        return model(*inputs)
+
+
 def run_in_range(reference, candidate, params: dict) -> dict:
     torch.manual_seed(0)
     with torch.device("cuda"):
         inputs = call_with_size(reference.get_inputs, params)
         model = candidate.ModelNew(*call_with_size(reference.get_init_inputs, params))
     for _ in range(WARMUP_CALLS):
-        model(*inputs)
+        timed_call(model, inputs)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_push(NVTX_RANGE)
-    output = model(*inputs)
+    output = timed_call(model, inputs)
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
     state = [*model.parameters(), *model.buffers()]

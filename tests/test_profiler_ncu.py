@@ -328,6 +328,16 @@ def test_census_runs_every_target_size_in_one_ncu_run(fake_ncu, tmp_path, monkey
     assert "--section" not in run and raw[raw.index("--page") + 1] == "raw"
 
 
+def test_a_census_that_saw_none_of_the_candidates_kernels_vouches_for_nothing(
+    fake_ncu, tmp_path, monkeypatch
+):
+    """Only torch's copies in the range (a CUDA graph's kernel nodes outside it, say): no
+    rejection, since nothing foreign was seen, but the census says it saw nothing of the work."""
+    result = censused(tmp_path, monkeypatch, ["void at::native::elementwise_kernel<copy_kernel>"])
+    assert result.passed and result.census["status"] == "unseen"
+    assert "none of the candidate's Triton kernels" in result.census["why"]
+
+
 def test_census_rejects_a_torch_kernel_beside_the_candidates_own(fake_ncu, tmp_path, monkeypatch):
     hidden = "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>(float *)"
     result = censused(tmp_path, monkeypatch, ["kb_rmsnorm_dim1", hidden])

@@ -17,7 +17,7 @@ from dataclasses import replace
 from engine.backends import faults
 from engine.backends.compile_pool import CompilePool, gpu_target, workers_wanted
 from engine.gate.correctness import CandidateRejected
-from engine.gate.kernel_census import check_kernel_census
+from engine.gate.kernel_census import check_kernel_census, own_kernels_unseen
 from engine.gate.static import static_check
 from engine.jobs import EvalJob, EvalResult, ShapeTiming, source_sha256
 from engine.problems import Problem, Size
@@ -288,6 +288,9 @@ class LocalBackend:
                          "why": found.get("why", "")}  # fmt: skip
         if not _reject_foreign_kernels(found, source, problem, result):
             result.census["status"] = "rejected"
+        elif not problem.allowed_torch_ops and own_kernels_unseen(found, source):
+            result.census.update(status="unseen", why="the profiler listed none of the "
+                                 "candidate's Triton kernels in the call: nothing is vouched for")
 
     def _static_rejection(self, problem: Problem, source: str) -> EvalResult | None:
         """The gate's static rules, in the engine: no worker is needed to reject these."""

@@ -6,7 +6,7 @@ kernels, then captures it into a graph; that call and every one after it copy th
 the graph's own, replay the graph and return copies of its outputs (the next replay overwrites
 the graph's). So a timing's warm-up call pays the capture, never a timed one. (When the second
 call captured, rung 0 on an H100, one warm-up call and five timed, gave graphed candidates a cv
-of 0.7-1.6 around medians of 1.1-2.6x eager, and the ladder promoted 0.5x ones over them.)
+of 0.4-1.6, and the ladder promoted slower candidates over them: 0.52x over 2.34x.)
 
 Forward runs as written, always, on the CPU, with autograd recording, in training mode, for
 arguments that are not tensors or plain values, and while a torch function mode is active (the

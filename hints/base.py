@@ -73,7 +73,7 @@ class Strategy:
     # fails does not end the search (mutations start from a passing candidate).
     gpu_coarse_variants: tuple[dict, ...] = ()
     # Parameter values that a GPU starts from instead of the defaults: what pays only there.
-    gpu_defaults: dict = field(default_factory=dict)
+    gpu_defaults: dict = field(default_factory=dict, compare=False)
 
     def defaults(self, gpu: bool = False) -> dict:
         return {p.name: p.default for p in self.params} | (self.gpu_defaults if gpu else {})

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from cli import kernelbrain, kernelbrain_process
 
+from engine.cli.check import census_caveat
 from engine.cli.problems import LISTING_CACHE
 
 CANDIDATES = Path(__file__).parent / "candidates"
@@ -19,9 +20,21 @@ def test_check_passes_with_json():
     done = kb("check", "softmax", str(CANDIDATES / "softmax_valid.py"), "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert set(report) == {"passed", "reason", "message", "error", "seed"}
+    assert set(report) == {"passed", "reason", "message", "error", "seed", "census"}
     assert report["passed"] is True and report["reason"] is None
     assert 0 <= report["error"] < 1e-5
+    assert report["census"] is None  # the cpu has no kernel census
+
+
+def test_a_passed_check_says_when_its_kernel_census_vouched_for_nothing():
+    """On cuda a check ends with a kernel census; a census that could not run or saw none of the
+    candidate's kernels is said under the verdict, one that saw them is not."""
+    assert census_caveat({"status": "ok", "why": ""}) is None
+    why = "the profiler listed none of the candidate's Triton kernels"
+    assert census_caveat({"status": "unseen", "why": why}) == f"kernel census unseen: {why}"
+    assert census_caveat({"status": "unavailable", "why": "ncu is not installed"}) == (
+        "kernel census unavailable: ncu is not installed"
+    )
 
 
 def test_check_rejects_with_exit_1():

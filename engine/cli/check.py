@@ -58,6 +58,14 @@ def gate(problem, source: str, local: LocalBackend, seed: int):
     return result
 
 
+def census_caveat(census: dict | None) -> str | None:
+    """What a passed check says of a kernel census on cuda that vouched for nothing (it could not
+    run, or listed none of the candidate's kernels); nothing on cpu, which has no census."""
+    if not census or census["status"] == "ok":
+        return None
+    return f"kernel census {census['status']}: {census.get('why') or 'no reason given'}"
+
+
 def run(args) -> int:
     path = Path(args.candidate)
     if not path.is_file():
@@ -94,6 +102,7 @@ def run(args) -> int:
                     "message": result.message,
                     "error": result.error,
                     "seed": seed,
+                    "census": result.census,
                 }
             )
         )
@@ -102,6 +111,9 @@ def run(args) -> int:
             f"passed: normalized error {result.error:.3g} within {result.tolerance:.3g} "
             f"({result.precision}) at {sizes}; seed {seed}"
         )
+        unvouched = census_caveat(result.census)
+        if unvouched:
+            print(unvouched)
     elif result.machine_fault:
         print(f"not judged: the machine failed, not the candidate: {result.message}")
     elif result.not_the_candidates:

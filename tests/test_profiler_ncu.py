@@ -5,6 +5,7 @@ pipeline itself (export, two imports, parse, diagnose) runs against a stand-in `
 that replays the output recorded on the H200, since this machine has neither ncu nor a GPU.
 """
 
+import contextlib
 import glob
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 import torch
 
 from engine.backends.local import LocalBackend
+from engine.gate.kernel_census import own_kernels_unseen
 from engine.jobs import EvalResult
 from engine.problems import load_problem
 from engine.profiler import ncu_status, profile
@@ -30,7 +32,7 @@ from engine.profiler.ncu import (
     ncu_command,
     run_bounded,
 )
-from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE, timed_call
+from engine.runner.profile_launch import GO_FILE, NVTX_RANGE, READY_FILE, profiled_calls
 from engine.worker.sandbox import EXCHANGE_PARENT, isolation
 
 DATA = Path(__file__).parent / "data" / "ncu"
@@ -306,18 +308,25 @@ def censused(tmp_path, monkeypatch, names: list[str]) -> EvalResult:
 
 def test_the_census_sees_forward_called_as_the_judge_times_it():
     """A forward may branch on the modes: its own kernels in training or under autograd, torch's
-    math where it is timed. The launcher that the census and the profiles run calls forward as
-    the judge's runner times it, in eval mode with autograd off, whatever mode it was built in."""
-    seen = []
+    math where it is timed. The launcher that the census and the profiles run makes its warm-up
+    calls and its one call in the range as the judge's runner times forward, in eval mode with
+    autograd off, whatever mode the model was built in."""
+    seen, marked = [], []
 
     class Branches(torch.nn.Module):
         def forward(self, x):
-            seen.append((self.training, torch.is_grad_enabled()))
+            seen.append((self.training, torch.is_grad_enabled(), bool(marked)))
             return x * 2 if self.training or torch.is_grad_enabled() else torch.mm(x, x)
 
-    model, x = Branches(), torch.eye(2)  # built in training mode, as ModelNew(...) is
-    assert torch.equal(timed_call(model, [x]), x) and timed_call(model, [x]) is not x
-    assert seen == [(False, False), (False, False)]
+    @contextlib.contextmanager
+    def in_range():
+        marked.append(True)
+        yield
+
+    x = torch.eye(2)
+    output = profiled_calls(Branches(), [x], in_range)  # built in training mode, as ModelNew is
+    assert torch.equal(output, x) and output is not x  # torch's math, as timed
+    assert seen == [(False, False, False), (False, False, False), (False, False, True)]
 
 
 def test_census_runs_every_target_size_in_one_ncu_run(fake_ncu, tmp_path, monkeypatch):
@@ -333,9 +342,14 @@ def test_a_census_that_saw_none_of_the_candidates_kernels_vouches_for_nothing(
 ):
     """Only torch's copies in the range (a CUDA graph's kernel nodes outside it, say): no
     rejection, since nothing foreign was seen, but the census says it saw nothing of the work."""
-    result = censused(tmp_path, monkeypatch, ["void at::native::elementwise_kernel<copy_kernel>"])
+    copies = ["void at::native::elementwise_kernel<copy_kernel>"]
+    result = censused(tmp_path, monkeypatch, copies)
     assert result.passed and result.census["status"] == "unseen"
     assert "none of the candidate's Triton kernels" in result.census["why"]
+    # with torch operators allowed, all of the work may be theirs
+    listed = {"status": "ok", "kernels": [{"name": name} for name in copies]}
+    assert not own_kernels_unseen(listed, CANDIDATE, frozenset({"mm"}))
+    assert own_kernels_unseen(listed, CANDIDATE, frozenset())
 
 
 def test_census_rejects_a_torch_kernel_beside_the_candidates_own(fake_ncu, tmp_path, monkeypatch):

@@ -156,16 +156,10 @@ class LocalBackend:
 
     def judge(self, problem: Problem, source: str, sizes: list[Size], **extra) -> EvalResult:
         """The judge's verdict on a request, without the engine's static rules; its kernels
-        compiled ahead first, as an evaluation's are, so that the GPU's turn never waits for them
-        (the bench's timing of a search's best kernel starts with a cold cache)."""
-        charges = {}
-        if self.compile_pool:
-            rejected, charges = self._wait_for_compile(problem, source, sizes)
-            if rejected:
-                return rejected
-        result = self._judged(self.judge_request(problem, source, sizes, **extra))
-        result.gpu_seconds = _add(result.gpu_seconds, charges)
-        return result
+        compiled ahead first, as an evaluation's are (the bench's timing of a search's best
+        kernel starts with a cold cache)."""
+        request = self.judge_request(problem, source, sizes, **extra)
+        return self._compiled_and_judged(problem, source, sizes, request)
 
     def check(self, problem: Problem, source: str, sizes: list[Size] | None = None,
               seeds: list[int] | None = None) -> EvalResult:  # fmt: skip
@@ -230,11 +224,6 @@ class LocalBackend:
         rejected = job.check and self._static_rejection(problem, job.source)
         if rejected:  # checked once, at the first evaluation: the source never changes
             return rejected
-        charges = {}
-        if job.check and self.compile_pool:  # its kernels compiled before it holds the GPU
-            rejected, charges = self._wait_for_compile(problem, job.source, sizes)
-            if rejected:
-                return rejected
         # The check's seeds run at the smallest size, where they are cheap; every timed size is
         # checked again after its timing, on a fresh seed (the re-check).
         smallest = min(sizes, key=lambda s: math.prod(v for v in s.params.values()
@@ -242,11 +231,27 @@ class LocalBackend:
         request = self.judge_request(problem, job.source, sizes, check_seeds=seeds,
                                      check_sizes=[smallest.label], model_seed=model_seed,
                                      timing=timing, runner=runner_owner(job))  # fmt: skip
-        result = self._judged(request)
-        result.gpu_seconds = _add(result.gpu_seconds, charges)
+        # compiled ahead at its first evaluation; its cache keeps the kernels for the later ones
+        result = self._compiled_and_judged(problem, job.source, sizes, request, job.check)
         if result.passed and job.rung.profile:
             result.profile = self._profile(problem, job.source, sizes[-1].label, result)
             _reject_foreign_kernels(result.profile, job.source, problem, result)
+        return result
+
+    def _compiled_and_judged(
+        self, problem: Problem, source: str, sizes: list[Size], request: JudgeRequest,
+        compile_first: bool = True,
+    ) -> EvalResult:  # fmt: skip
+        """The judge's verdict on `request`, `source`'s kernels compiled in the compile box first
+        (where this backend compiles ahead and `compile_first`), so that the GPU's turn never
+        waits for them; the compile's seconds are charged with the judge's."""
+        charges = {}
+        if compile_first and self.compile_pool:
+            rejected, charges = self._wait_for_compile(problem, source, sizes)
+            if rejected:
+                return rejected
+        result = self._judged(request)
+        result.gpu_seconds = _add(result.gpu_seconds, charges)
         return result
 
     def _judged(self, request: JudgeRequest) -> EvalResult:
@@ -288,7 +293,7 @@ class LocalBackend:
                          "why": found.get("why", "")}  # fmt: skip
         if not _reject_foreign_kernels(found, source, problem, result):
             result.census["status"] = "rejected"
-        elif not problem.allowed_torch_ops and own_kernels_unseen(found, source):
+        elif own_kernels_unseen(found, source, problem.allowed_torch_ops):
             result.census.update(status="unseen", why="the profiler listed none of the "
                                  "candidate's Triton kernels in the call: nothing is vouched for")
 

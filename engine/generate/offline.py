@@ -47,17 +47,17 @@ class OfflineGenerator:
         (cuDNN's default), in fp32 on the cpu."""
         self.problem = problem
         self.matches = hints.match_problem(problem)
-        self.gpu = tf32_reference = backend != "cpu"
+        self.gpu = backend != "cpu"
         # Every applicable strategy as it applies to its match, its precisions narrowed to the
         # session's policy.
         policy = problem.precision_policy
         self.applicable = [
-            (within_policy(s.for_match(match), match, policy, tf32_reference), match)
+            (within_policy(s.for_match(match), match, policy, tf32_reference=self.gpu), match)
             for family, match in self.matches
             for s in family.strategies
             if s.applies_to(match)
         ]
-        self.coarse = coarse_moves(self.applicable, policy, tf32_reference)
+        self.coarse = coarse_moves(self.applicable, policy, self.gpu)
 
     def preflight(self) -> None:
         if not self.matches:

@@ -7,14 +7,15 @@ the GPU is this program's (engine.profiler.ncu.run_in_turn); nothing before touc
 runs the candidate's code. For each size in turn it builds the inputs on cuda and ModelNew like
 Model, warms up twice (Triton compiles there, or finds the evaluation's kernels in its cache),
 then pushes NVTX_RANGE around exactly one forward call. Every call is made as the judge's timed
-calls are (`timed_call`), so the kernels listed are a timed call's however forward branches on
-the modes. It writes
+calls are (`profiled_calls`), so the kernels listed are a timed call's however forward branches
+on the modes. It writes
 facts.json: {"bytes_min": for one size, the bytes of the inputs, the module's parameters and
 buffers and the outputs, which any implementation must move at least once}.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -54,13 +55,26 @@ def import_file(path: str, name: str):
     return module
 
 
-def timed_call(model, inputs: list):
-    """forward(*inputs) as the judge's runner times it (engine.runner.session): the model in eval
-    mode, autograd off."""
+def profiled_calls(model, inputs: list, marked) -> object:
+    """The warm-up calls of one size, then one inside `marked` (the NVTX range), all made as the
+    judge's runner times forward (engine.runner.session: the model in eval mode, autograd off);
+    the marked call's output."""
     if isinstance(model, torch.nn.Module):
         model.eval()
     with torch.no_grad():
-        return model(*inputs)
+        for _ in range(WARMUP_CALLS):
+            model(*inputs)
+        with marked():
+            return model(*inputs)
+
+
+@contextlib.contextmanager
+def nvtx_range():
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(NVTX_RANGE)
+    yield
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
 
 
 def run_in_range(reference, candidate, params: dict) -> dict:
@@ -68,13 +82,7 @@ def run_in_range(reference, candidate, params: dict) -> dict:
     with torch.device("cuda"):
         inputs = call_with_size(reference.get_inputs, params)
         model = candidate.ModelNew(*call_with_size(reference.get_init_inputs, params))
-    for _ in range(WARMUP_CALLS):
-        timed_call(model, inputs)
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push(NVTX_RANGE)
-    output = timed_call(model, inputs)
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
+    output = profiled_calls(model, inputs, nvtx_range)
     state = [*model.parameters(), *model.buffers()]
     return {"bytes_min": tensor_bytes(inputs) + tensor_bytes(state) + tensor_bytes(output)}
 

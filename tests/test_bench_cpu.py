@@ -115,10 +115,17 @@ def test_an_interrupted_bench_of_several_at_a_time_stops_them_all_resumably(tmp_
             assert 0 < store.db.execute("SELECT count(*) FROM evaluations").fetchone()[0] < 100
         finally:
             store.close()
-    again = [sys.executable, "-m", "engine.cli", "bench", "softmax", "--backend", "cpu",
+    other = [sys.executable, "-m", "engine.cli", "bench", "softmax", "--backend", "cpu",
              "--budget-per-problem", "5evals", "--out", str(tmp_path)]  # fmt: skip
-    again = subprocess.run(again, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2 and "limits {'evaluations': 100" in again.stderr
+    other = subprocess.run(other, capture_output=True, text=True, timeout=300)
+    assert other.returncode == 2 and "limits {'evaluations': 100" in other.stderr
+    # the same bench again goes on from the checkpoint and says so
+    again = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    said = next(line for line in again.stderr if "search, resumed" in line)
+    again.send_signal(signal.SIGINT)
+    again.communicate(timeout=300)
+    assert re.fullmatch(r"(softmax|rmsnorm)-ladder: an earlier bench's search, resumed at step "
+                        r"[1-9][0-9]*\n", said)  # fmt: skip
 
 
 @pytest.mark.slow

@@ -254,15 +254,20 @@ def test_a_bench_cut_short_keeps_the_earlier_figures_of_what_it_did_not_time_aga
 
 
 def test_a_bench_run_again_resumes_its_searches_and_times_again(tmp_path):
+    """Also from a copy of its --out elsewhere (as a device call carries the last call's)."""
     args = ["softmax", "rmsnorm", "--backend", "sim", "--budget-per-problem", "3evals",
-            "--ablation", "softmax", "--out", str(tmp_path)]  # fmt: skip
-    bench(*args)
-    first = json.loads((tmp_path / "sim.json").read_text())
-    sessions = sorted((tmp_path / "sessions").iterdir())
+            "--ablation", "softmax", "--out"]  # fmt: skip
+    bench(*args, str(tmp_path / "first"))
+    first = json.loads((tmp_path / "first" / "sim.json").read_text())
+    sessions = sorted((tmp_path / "first" / "sessions").iterdir())
     evaluations = [count_evaluations(s) for s in sessions]
-    bench(*args)
-    again = json.loads((tmp_path / "sim.json").read_text())
-    assert [count_evaluations(s) for s in sorted((tmp_path / "sessions").iterdir())] == evaluations
+    shutil.copytree(tmp_path / "first", tmp_path / "carried")
+    out = bench(*args, str(tmp_path / "carried"))
+    for search in ("softmax-ladder", "softmax-flat", "rmsnorm-ladder"):
+        assert f"{search}: an earlier bench's search, resumed finished" in out.stderr
+    again = json.loads((tmp_path / "carried" / "sim.json").read_text())
+    carried = sorted((tmp_path / "carried" / "sessions").iterdir())
+    assert [count_evaluations(s) for s in carried] == evaluations
     assert again["searches"].keys() == first["searches"].keys()
     assert [s["evaluations"] for s in again["searches"].values()] == [3, 3, 3]
     assert len(again["runs"]) == 2 and len(again["ablation"]) == 1

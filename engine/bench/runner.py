@@ -258,7 +258,7 @@ def bench_problem(plan: BenchPlan, spec: str, problem, log, ceilings: dict, on_s
     """One problem's searches (the ladder's, and the flat one for the ablation), then eager,
     torch.compile and the best kernel timed at every size."""
     log(f"{problem.name}: searching (ladder)")
-    ladder = run_search(plan.session(problem.name, "ladder"), on_step)
+    ladder = run_search(plan.session(problem.name, "ladder"), on_step, log)
     searches = {f"{plan.tag(problem.name)}/ladder": _summary(ladder)}
     flat = None
     if spec in plan.ablation:
@@ -273,7 +273,7 @@ def bench_problem(plan: BenchPlan, spec: str, problem, log, ceilings: dict, on_s
         )
         if not flat_paths.root.exists():
             create_session(flat_paths, flat_settings)
-        flat = run_search(flat_paths, on_step)
+        flat = run_search(flat_paths, on_step, log)
         searches[f"{plan.tag(problem.name)}/flat"] = _summary(flat)
     labels = list(ladder.ladder[-1].size_labels)
     log(f"{problem.name}: timing eager, torch.compile and the best kernel at {len(labels)} "

@@ -67,11 +67,16 @@ def flat_ladder(ladder: tuple[RungSpec, ...]) -> tuple[RungSpec, ...]:
     return (replace(ladder[-1], index=0),)
 
 
-def run_search(paths: SessionPaths, on_step=None) -> SearchOutcome:
+def run_search(paths: SessionPaths, on_step=None, log=lambda line: None) -> SearchOutcome:
     """Run a created session to its end (budget spent or nothing left to try). Paused by machine
     faults, it stops the bench (a BenchError says what failed): waiting would block the bench,
-    and the same bench run again into the same --out resumes the search where it paused."""
+    and the same bench run again into the same --out resumes the search where it paused (and
+    says so in `log`)."""
     engine = resume_session(paths)
+    schedule = engine.search.schedule
+    if schedule.step:
+        where = "finished" if schedule.state == "finished" else f"at step {schedule.step}"
+        log(f"{paths.name}: an earlier bench's search, resumed {where}")
 
     def step(engine) -> None:
         if engine.search.schedule.pause_reason:

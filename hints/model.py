@@ -257,7 +257,7 @@ class ModelStrategy(Strategy):
     def for_match(self, match: Match) -> Strategy:
         """Without the parameters of a library group that the model does not use (conv_precision
         without a convolution, recurrent without a recurrent layer), nor the first-round
-        variants that set them."""
+        variants and GPU defaults that set them."""
         where = model_library.providers()
         used = {where[name] for name in match.facts["kernels"]}
         idle = {name for name, group in GROUP_PARAMS.items() if group not in used}
@@ -267,6 +267,7 @@ class ModelStrategy(Strategy):
             self,
             params=tuple(p for p in self.params if p.name not in idle),
             gpu_coarse_variants=tuple(v for v in self.gpu_coarse_variants if not idle & set(v)),
+            gpu_defaults={k: v for k, v in self.gpu_defaults.items() if k not in idle},
         )
 
     def render(self, match: Match, params: dict | None = None) -> str:
@@ -319,15 +320,18 @@ REWRITE = ModelStrategy(
     # and large plans and right at the small one (docs/results/kernelbench_level3_gpu/,
     # session 50; unpipelined since session 51, all are right): so that a plan the compiler gets
     # wrong does not end a search at its first candidate, a model's first round holds the small
-    # plan too. A recurrent model's first round holds its steps spread too: one program walking
-    # every step was 0.15-0.59x eager on an H100 (session 51). And on a GPU a model's forward
+    # plan too. A recurrent model starts on a GPU with its steps spread over programs, and one
+    # program walking every step beside: on an H100 the second was 0.15-0.59x eager (session
+    # 51), and spread searched 37_LSTMCn, 40_GRUHidden and 42_GRUBidirectionalHidden to
+    # 5.0-5.9x the first's speed, 34's Elman loop to 1.3x (session 54; a plan whose programs do
+    # not all fit on the GPU at once walks in one program anyway). And on a GPU a model's forward
     # is replayed as a CUDA graph: at KernelBench's batches most models launch dozens of kernels of
     # microseconds each (28_VisionTransformer: 60 a call, 0.27x eager at rung 0 on an H100,
     # whatever the tiles), where the launches' host work decides the time. Replayed, 28 took
     # 1.49 ms a call against 8.49 as written and 4.30 eager, and 32 0.45 against 7.09 and 3.48
     # (session 54, graph_check.py), so a GPU starts there, with forward as written beside.
-    gpu_coarse_variants=({"tiles": "small"}, {"recurrent": "spread"}, {"graphs": "off"}),
-    gpu_defaults={"graphs": "on"},
+    gpu_coarse_variants=({"tiles": "small"}, {"recurrent": "single"}, {"graphs": "off"}),
+    gpu_defaults={"graphs": "on", "recurrent": "spread"},
 )
 
 FAMILY = Family(

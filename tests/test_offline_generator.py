@@ -244,8 +244,8 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     the GPU's compiler gets wrong must not end the search at its first candidate, so the small
     plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
     the default alone, without TF32. A model without convolutions has no conv_precision; one
-    with a recurrent layer starts on a GPU with its steps spread over programs too, and one
-    without has no such parameter. On a GPU every model starts from its forward replayed as a CUDA
+    with a recurrent layer starts on a GPU with its steps spread over programs, one program
+    walking them beside, and one without has no such parameter. On a GPU every model starts from its forward replayed as a CUDA
     graph (its launches' host work paid once), with forward as written beside; on the cpu it
     never does."""
     level3 = TESTS / "problems_kernelbench" / "level3"
@@ -276,8 +276,9 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     request = GenerationRequest(gru, "coarse", 0, random.Random(0))
     proposals = OfflineGenerator(gru, backend="cuda").propose(request).proposals
     assert [(p.params["recurrent"], p.params["tiles"], p.params["graphs"]) for p in proposals] == [
-        ("single", "base", "on"), ("single", "small", "on"), ("spread", "base", "on"),
-        ("single", "base", "off")]  # fmt: skip
-    assert "KB_RECURRENT = 'spread'" in proposals[2].source
+        ("spread", "base", "on"), ("spread", "small", "on"), ("single", "base", "on"),
+        ("spread", "base", "off")]  # fmt: skip
+    assert "KB_RECURRENT = 'spread'" in proposals[0].source
+    assert "KB_RECURRENT = 'single'" in proposals[2].source
     (on_cpu,) = OfflineGenerator(gru, backend="cpu").propose(request).proposals
     assert on_cpu.params["recurrent"] == "single"

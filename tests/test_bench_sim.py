@@ -4,7 +4,10 @@ consistency, and the flat-versus-ladder ablation over one candidate stream."""
 import json
 import math
 import random
+import re
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -331,3 +334,24 @@ def test_tf32_rows_join_the_strict_rows_of_the_same_problem(tmp_path):
     assert "| linear_relu_div | 128x4096x4096 | float32 | strict | tf32x3 |" in text
     assert "| linear_relu_div | 128x4096x4096 | float32 | tf32 | tf32 |" in text
     assert "with TF32 enabled" in text
+
+
+def test_searches_reporting_at_once_keep_their_lines_whole():
+    """`bench --jobs` reports from several searches' threads at once (engine.cli.sessions.say):
+    each line reaches stderr whole. With print (the line and its newline written apart) about a
+    line in nine ran into another here."""
+    code = (
+        "import threading\n"
+        "from engine.cli.sessions import say\n"
+        "def report(i):\n"
+        "    for j in range(3000):\n"
+        "        say(f'search {i}: step {j}')\n"
+        "threads = [threading.Thread(target=report, args=(i,)) for i in range(6)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+    )
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stderr  # fmt: skip
+    lines = err.splitlines()
+    assert len(lines) == 18000
+    assert all(re.fullmatch(r"search \d: step \d+", line) for line in lines)

@@ -245,9 +245,9 @@ def test_a_whole_models_first_round_on_a_gpu_and_on_the_cpu():
     plan comes too. The interpreter's reference is fp32 and it runs every plan alike: on the cpu,
     the default alone, without TF32. A model without convolutions has no conv_precision; one
     with a recurrent layer starts on a GPU with its steps spread over programs, one program
-    walking them beside, and one without has no such parameter. On a GPU every model starts from its forward replayed as a CUDA
-    graph (its launches' host work paid once), with forward as written beside; on the cpu it
-    never does."""
+    walking them beside, and one without has no such parameter. On a GPU every model starts
+    from its forward replayed as a CUDA graph (its launches' host work paid once), with forward
+    as written beside; on the cpu it never does."""
     level3 = TESTS / "problems_kernelbench" / "level3"
     resnet = load_problem(str(level3 / "8_ResNetBasicBlock.py"))
     request = GenerationRequest(resnet, "coarse", 0, random.Random(0))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine.backends import GPUS_HELP
 from engine.cli import UsageError
-from engine.cli.sessions import add_precision, search_progress
+from engine.cli.sessions import add_precision, say, search_progress
 from engine.errors import KernelBrainError
 
 DEFAULT_BUDGET = "5m"
@@ -142,8 +142,7 @@ def run(args) -> int:
     # `jobs` judges share each GPU: their reference banks split its share between them.
     os.environ.setdefault(JUDGES_PER_GPU, str(jobs))
     try:
-        results = run_bench(plan, log=lambda line: print(line, file=sys.stderr, flush=True),
-                            on_step=search_progress())  # fmt: skip
+        results = run_bench(plan, log=say, on_step=search_progress())
     except (BenchError, ProblemError, GeneratorError, StoreError) as exc:
         raise UsageError(str(exc)) from exc
     print(

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -307,6 +308,17 @@ def start_engine(paths: SessionPaths, backends: list | None = None):
         return resume_session(paths, backends)
 
 
+_STDERR = threading.Lock()
+
+
+def say(line: str) -> None:
+    """`line` to stderr whole: `bench --jobs` reports from several searches' threads at once, and
+    print's line and newline, written apart, ran their lines together."""
+    with _STDERR:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
 def search_progress():
     """A step callback that prints the search's progress line when it changed (at most every
     PROGRESS_INTERVAL_S), and once each pause what it waits for: a machine's says what failed
@@ -319,12 +331,12 @@ def search_progress():
         snap = engine.last_snapshot
         pause = pause_message(engine) if snap["state"] == "paused" else None
         if pause and pause != told[0]:
-            print(pause, file=sys.stderr, flush=True)
+            say(pause)
         told[0] = pause
         line, now = progress_line(snap), time.monotonic()
         if line != shown[0] and now - last[0] >= PROGRESS_INTERVAL_S:
             last[0], shown[0] = now, line
-            print(line, file=sys.stderr, flush=True)
+            say(line)
 
     return on_step
 

@@ -303,6 +303,43 @@ def test_a_model_that_builds_its_mask_with_torch_ops_on_meta_is_compiled_ahead(b
     assert found["compiled"] == ["tiny"]
 
 
+VALUES_IN_CONSTRUCTOR = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        rates = [x.item() for x in torch.linspace(0, 0.1, 2)]  # Swin's drop-path rates
+        self.scale = 1.0 + rates[-1]
+        self.fc = nn.Linear(64, 32)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.scale
+
+
+def get_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_model_whose_constructor_needs_values_is_compiled_ahead(backend, tmp_path):
+    """`.item()` cannot run on meta tensors: such a Model, and its candidate's ModelNew in the
+    compile box, are built on the cpu and moved to meta (KernelBench's Swin transformers, 29 and
+    30, were left to compile on the GPU in their timing runners)."""
+    (tmp_path / "values.py").write_text(VALUES_IN_CONSTRUCTOR)
+    problem = load_problem(str(tmp_path / "values.py"))
+    request = GenerationRequest(problem, "coarse", 0, random.Random(0))
+    source = OfflineGenerator(problem).propose(request).proposals[0].source
+    found = backend.compiled_ahead(problem, source, problem.full)
+    assert found["status"] == "compiled" and found["skipped"] == {}, found
+    assert found["compiled"] == [s.label for s in problem.full]
+
+
 WIDE_LAYERS = """import torch
 import torch.nn as nn
 

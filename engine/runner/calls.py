@@ -51,10 +51,18 @@ def _reseed(module, args) -> None:
 
 def build_model_new(module, init: list, seed: int, device: str, state: dict, draws=False):
     """ModelNew seeded like Model, with Model's weights (`state`) when their names and shapes
-    match its own; with `draws`, each call from DRAW_SEED."""
-    with torch.device(device):
+    match its own; with `draws`, each call from DRAW_SEED. On the meta device (the compile box),
+    one whose constructor needs values (a Swin transformer's `.item()` of its drop-path rates)
+    is built on the cpu and moved there, as the problem's Model is for its trace."""
+    try:
+        with torch.device(device):
+            torch.manual_seed(seed)
+            model = module.ModelNew(*init)
+    except (RuntimeError, NotImplementedError):
+        if device != "meta":
+            raise
         torch.manual_seed(seed)
-        model = module.ModelNew(*init)
+        model = module.ModelNew(*init).to("meta")
     if isinstance(model, torch.nn.Module):
         if draws:
             draw_alike(model)

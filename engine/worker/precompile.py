@@ -16,8 +16,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from engine.gate.correctness import build_model, make_inputs
+from engine.gate.correctness import make_inputs
 from engine.problems.loader import ProblemError, import_module_from
+from engine.problems.trace import module_model_on_meta
+from engine.runner.calls import call_with_size
 from engine.runner.exchange import describe_meta, encode_values
 from engine.worker.failures import classify_death, classify_error, sanitize
 from engine.worker.judge import DEFAULT_DEADLINES, MALFORMED_REPLY
@@ -37,7 +39,8 @@ def outcome(status: str, reason=None, message="", compiled=(), skipped=None) -> 
 def describe_size(problem, size: SizeSpec, model_seed: int, exchange: str) -> dict:
     """The compile command for one size: its arguments as shapes, dtypes and strides alone
     (meta tensors: a 6 GB input costs nothing here), plain values as they are."""
-    model, init = build_model(problem, size.params, model_seed, "meta")
+    model = module_model_on_meta(problem, size.params)
+    init = list(call_with_size(problem.get_init_inputs, size.params))
     inputs = make_inputs(problem, size.params, 0, "meta")
     tag = hashlib.sha256(size.label.encode()).hexdigest()[:8]
     return {

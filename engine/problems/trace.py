@@ -9,7 +9,7 @@ from functools import partial
 import torch
 from torch.overrides import TorchFunctionMode
 
-from engine.runner.calls import call_with_size
+from engine.runner.calls import built_on_meta, call_with_size
 
 # Operators that only describe, view or allocate tensors: never "the operator being replaced".
 LAYOUT_OPS = frozenset(
@@ -230,13 +230,8 @@ def on_meta_device():
 
 
 def model_on_meta(model_cls, init_inputs):
-    """The model built on the meta device, or built on the cpu and moved there where its
-    constructor needs values (a Swin transformer's `.item()` of its drop-path rates)."""
-    try:
-        with on_meta_device():
-            return model_cls(*init_inputs())
-    except (RuntimeError, NotImplementedError):
-        return model_cls(*init_inputs()).to("meta")
+    """The model built on the meta device (engine.runner.calls.built_on_meta)."""
+    return built_on_meta(lambda: model_cls(*init_inputs()), on_meta_device)
 
 
 def module_model_on_meta(module, params: dict):

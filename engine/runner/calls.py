@@ -49,20 +49,31 @@ def _reseed(module, args) -> None:
     torch.manual_seed(DRAW_SEED)
 
 
+def built_on_meta(build, meta=lambda: torch.device("meta")):
+    """build() under `meta` (the context that puts tensors on the meta device); where the
+    constructor needs values (a Swin transformer's `.item()` of its drop-path rates), built on
+    the cpu and moved there."""
+    try:
+        with meta():
+            return build()
+    except (RuntimeError, NotImplementedError):
+        return build().to("meta")
+
+
 def build_model_new(module, init: list, seed: int, device: str, state: dict, draws=False):
     """ModelNew seeded like Model, with Model's weights (`state`) when their names and shapes
-    match its own; with `draws`, each call from DRAW_SEED. On the meta device (the compile box),
-    one whose constructor needs values (a Swin transformer's `.item()` of its drop-path rates)
-    is built on the cpu and moved there, as the problem's Model is for its trace."""
-    try:
-        with torch.device(device):
-            torch.manual_seed(seed)
-            model = module.ModelNew(*init)
-    except (RuntimeError, NotImplementedError):
-        if device != "meta":
-            raise
+    match its own; with `draws`, each call from DRAW_SEED. On the meta device (the compile box)
+    by built_on_meta, as the problem's Model is for its trace."""
+
+    def build():
         torch.manual_seed(seed)
-        model = module.ModelNew(*init).to("meta")
+        return module.ModelNew(*init)
+
+    if device == "meta":
+        model = built_on_meta(build)
+    else:
+        with torch.device(device):
+            model = build()
     if isinstance(model, torch.nn.Module):
         if draws:
             draw_alike(model)
